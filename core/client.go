@@ -1,0 +1,172 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxNameLen is the longest limiter name, key prefix included, in bytes.
+const MaxNameLen = 4096
+
+// maxClientIDLen bounds a client id given with WithClientID.
+const maxClientIDLen = 256
+
+// Client creates limiters on one Redis deployment. It holds no connection of
+// its own: every call goes through the go-redis client given to New.
+// A Client is safe for concurrent use by multiple goroutines.
+type Client struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	clientID string
+	clock    clock
+}
+
+// An Option configures a Client.
+type Option interface {
+	apply(*Client) error
+}
+
+type optionFunc func(*Client) error
+
+func (f optionFunc) apply(c *Client) error { return f(c) }
+
+// WithKeyPrefix puts prefix in front of every limiter name, so that
+// Limiter("api") uses the Redis key prefix+"api". The default is no prefix,
+// so names are the names Redisson clients use.
+func WithKeyPrefix(prefix string) Option {
+	return optionFunc(func(c *Client) error {
+		if len(prefix) > MaxNameLen {
+			return fmt.Errorf("%w: key prefix longer than %d bytes", ErrInvalidOption, MaxNameLen)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithClientID sets the id that separates this Client's budget from others'
+// on PerClient limiters (the <id> in "{name}:value:<id>"). The default is a
+// random UUID per Client, as Redisson's: a restarted process then starts with
+// a fresh budget. A stable id (a host or pod name) keeps it across restarts.
+func WithClientID(id string) Option {
+	return optionFunc(func(c *Client) error {
+		if id == "" || len(id) > maxClientIDLen {
+			return fmt.Errorf("%w: client id must be 1 to %d bytes", ErrInvalidOption, maxClientIDLen)
+		}
+		c.clientID = id
+		return nil
+	})
+}
+
+// New returns a Client that keeps its limiters in rdb, which may be a
+// single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
+// service can start while Redis is down; it only checks its arguments.
+func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	c := &Client{rdb: rdb, clock: realClock{}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.apply(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.clientID == "" {
+		c.clientID = newUUID()
+	}
+	return c, nil
+}
+
+// ClientID returns the id of this Client's PerClient budgets.
+func (c *Client) ClientID() string { return c.clientID }
+
+// Redis returns the go-redis client given to New.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// checkName reports whether the keys of limiter name share a Cluster slot,
+// following Redisson's naming: with no '{' in the name the suffixed keys are
+// "{name}:value" and so on; with one, "name:value", which needs the name to
+// carry a valid hash tag of its own.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, MaxNameLen)
+	}
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		if strings.IndexByte(name, '}') >= 0 {
+			return fmt.Errorf("%w: a '}' without '{' would split the limiter's keys across cluster slots", ErrInvalidName)
+		}
+		return nil
+	}
+	if end := strings.IndexByte(name[open+1:], '}'); end < 1 {
+		return fmt.Errorf("%w: a name with '{' needs a non-empty {hash tag}", ErrInvalidName)
+	}
+	return nil
+}
+
+// keysFor returns the five keys of limiter name, in the order every script
+// takes them: config, value, client value, permits, client permits.
+func (c *Client) keysFor(name string) []string {
+	base := "{" + name + "}:"
+	if strings.IndexByte(name, '{') >= 0 {
+		base = name + ":"
+	}
+	return []string{
+		name,
+		base + "value",
+		base + "value:" + c.clientID,
+		base + "permits",
+		base + "permits:" + c.clientID,
+	}
+}
+
+// newUUID returns a random (version 4) UUID in its 36-character form.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
+
+// clock is the time source of waits: real in production, driven by tests.
+type clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,400 @@
+package core
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// Limiter is one named rate limiter in Redis. Limiters are cheap values
+// around a name: create them freely, for instance one per client IP.
+// A Limiter is safe for concurrent use by multiple goroutines.
+type Limiter struct {
+	c    *Client
+	name string
+	keys []string // config, value, value:<id>, permits, permits:<id>
+	err  error    // a bad name or option, returned by every call
+
+	rate     Rate  // code-defined rate, when hasRate
+	hasRate  bool  //
+	rateArgs []any // rate, interval ms, type, keepAlive ms, as script args
+}
+
+// A LimiterOption configures a Limiter.
+type LimiterOption interface {
+	apply(*Limiter) error
+}
+
+type limiterOptionFunc func(*Limiter) error
+
+func (f limiterOptionFunc) apply(l *Limiter) error { return f(l) }
+
+// WithRate gives the limiter a code-defined rate. Each decision then creates
+// the rate in Redis if it is absent and updates it in place, keeping the
+// history, if the stored rate differs: one round trip, never
+// ErrNotInitialized. The limiter's keys always expire when it is idle: a zero
+// r.KeepAlive means r.Interval, after which an idle limiter is full again
+// anyway. When several processes give different rates for one name, the
+// last writer wins.
+func WithRate(r Rate) LimiterOption {
+	return limiterOptionFunc(func(l *Limiter) error {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		l.rate, l.hasRate = r.withKeepAlive(), true
+		l.rateArgs = rateArgs(l.rate)
+		return nil
+	})
+}
+
+// Limiter returns the limiter called name (after the Client's key prefix).
+// It does no I/O. An invalid name or option is reported by every call made
+// on the returned Limiter, as an error wrapping ErrInvalidName or the
+// option's error.
+func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
+	l := &Limiter{c: c, name: c.prefix + name}
+	if l.err = checkName(l.name); l.err != nil {
+		return l
+	}
+	for _, o := range opts {
+		if o == nil {
+			l.err = fmt.Errorf("%w: nil limiter option", ErrInvalidOption)
+			return l
+		}
+		if l.err = o.apply(l); l.err != nil {
+			return l
+		}
+	}
+	l.keys = c.keysFor(l.name)
+	return l
+}
+
+// Name returns the limiter's name in Redis: the Client's key prefix and the
+// name given to Limiter. It is the key of the limiter's config hash.
+func (l *Limiter) Name() string { return l.name }
+
+// Result is the outcome of one acquire decision.
+type Result struct {
+	// Allowed reports whether the permits were granted.
+	Allowed bool
+	// Remaining is the number of permits available after this call.
+	Remaining int64
+	// RetryAfter is zero when Allowed; otherwise the exact time until the
+	// requested permits will be available (unless others take them first).
+	RetryAfter time.Duration
+	// ResetAfter is the time until every permit issued so far has come back
+	// and the limiter is full again.
+	ResetAfter time.Duration
+	// Rate is the rate in force, as stored in Redis.
+	Rate Rate
+
+	at int64 // Redis server time of the decision, in Unix milliseconds
+}
+
+// TrySetRate stores r as the limiter's rate if the limiter has none, and
+// reports whether it did. It never changes an existing rate or any state.
+func (l *Limiter) TrySetRate(ctx context.Context, r Rate) (bool, error) {
+	if err := l.check(r); err != nil {
+		return false, err
+	}
+	n, err := scriptTrySetRate.Run(ctx, l.c.rdb, l.keys[:1], rateArgs(r)...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("core: try set rate: %w", err)
+	}
+	return n == 1, nil
+}
+
+// SetRate stores r as the limiter's rate, replacing any other, and resets
+// the state: every permit is available again (for PerClient, this Client's).
+// A zero r.KeepAlive removes any TTL from the config.
+func (l *Limiter) SetRate(ctx context.Context, r Rate) error {
+	_, err := l.setRate(ctx, r, "set")
+	return err
+}
+
+// UpdateRate replaces the limiter's rate with r and keeps the permits granted
+// in the new window: the permits available become max(0, r.Permits - permits
+// granted within the last r.Interval). A change of Type clears the state.
+// It reports false, writing nothing, when the limiter has no rate.
+func (l *Limiter) UpdateRate(ctx context.Context, r Rate) (bool, error) {
+	return l.setRate(ctx, r, "update")
+}
+
+func (l *Limiter) setRate(ctx context.Context, r Rate, mode string) (bool, error) {
+	if err := l.check(r); err != nil {
+		return false, err
+	}
+	args := append(rateArgs(r), mode)
+	n, err := scriptSetRate.Run(ctx, l.c.rdb, l.keys, args...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("core: %s rate: %w", mode, err)
+	}
+	return n == 1, nil
+}
+
+// Config returns the rate stored in Redis, or an error wrapping
+// ErrNotInitialized when there is none.
+func (l *Limiter) Config(ctx context.Context) (Rate, error) {
+	if l.err != nil {
+		return Rate{}, l.err
+	}
+	v, err := scriptConfig.Run(ctx, l.c.rdb, l.keys[:1]).Int64Slice()
+	if err != nil {
+		return Rate{}, fmt.Errorf("core: config: %w", err)
+	}
+	if err := replyError(v, 0); err != nil {
+		return Rate{}, err
+	}
+	return parseRate(v[1:]), nil
+}
+
+// TryAcquire takes permits if they are available now and never waits.
+// A denial is not an error: Result.Allowed is false and Result.RetryAfter
+// says when the permits will be available.
+func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error) {
+	if err := l.checkPermits(permits); err != nil {
+		return Result{}, err
+	}
+	return l.acquire(ctx, permits)
+}
+
+func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
+	m := newMember(permits)
+	args := make([]any, 2, 6)
+	args[0], args[1] = permits, m[:]
+	args = append(args, l.rateArgs...)
+	v, err := scriptAcquire.Run(ctx, l.c.rdb, l.keys, args...).Int64Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("core: acquire: %w", err)
+	}
+	if err := replyError(v, permits); err != nil {
+		return Result{}, err
+	}
+	if len(v) < 10 {
+		return Result{}, fmt.Errorf("core: acquire: unexpected reply of %d values", len(v))
+	}
+	return Result{
+		Allowed:    v[1] == 1,
+		Remaining:  v[2],
+		RetryAfter: time.Duration(v[3]) * time.Millisecond,
+		ResetAfter: time.Duration(v[4]) * time.Millisecond,
+		Rate:       parseRate(v[5:9]),
+		at:         v[9],
+	}, nil
+}
+
+// TryAcquireWithin takes permits, waiting up to maxWait for them. It waits
+// only when the exact time until the permits are available fits in what is
+// left of maxWait and of ctx's deadline; otherwise it returns the denial at
+// once (Redisson sleeps out the whole timeout). A negative maxWait counts as
+// zero. Cancelling ctx ends the wait with ctx's error.
+func (l *Limiter) TryAcquireWithin(ctx context.Context, permits int64, maxWait time.Duration) (Result, error) {
+	if err := l.checkPermits(permits); err != nil {
+		return Result{}, err
+	}
+	clk := l.c.clock
+	deadline := clk.Now().Add(max(maxWait, 0))
+	for {
+		r, err := l.acquire(ctx, permits)
+		if err != nil || r.Allowed {
+			return r, err
+		}
+		left := deadline.Sub(clk.Now())
+		if d, ok := ctx.Deadline(); ok {
+			left = min(left, time.Until(d))
+		}
+		if r.RetryAfter > left {
+			return r, nil
+		}
+		if err := clk.Sleep(ctx, min(r.RetryAfter+jitter(r.RetryAfter), left)); err != nil {
+			return Result{}, fmt.Errorf("core: try acquire within: %w", err)
+		}
+	}
+}
+
+// Acquire takes permits, waiting as long as it takes. It returns early with
+// an error wrapping context.DeadlineExceeded when the permits will not be
+// available before ctx's deadline, and with ctx's error when ctx is done.
+func (l *Limiter) Acquire(ctx context.Context, permits int64) error {
+	if err := l.checkPermits(permits); err != nil {
+		return err
+	}
+	for {
+		r, err := l.acquire(ctx, permits)
+		if err != nil || r.Allowed {
+			return err
+		}
+		wait := r.RetryAfter + jitter(r.RetryAfter)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < r.RetryAfter {
+			return fmt.Errorf("core: acquire: permits not available before the deadline: %w", context.DeadlineExceeded)
+		}
+		if err := l.c.clock.Sleep(ctx, wait); err != nil {
+			return fmt.Errorf("core: acquire: %w", err)
+		}
+	}
+}
+
+// Release gives permits back: they are available again at once, and the
+// grants that held them no longer count, so they are never credited twice.
+// The most recent grants are released first. Permits beyond those held are
+// ignored: a limiter never holds more than its rate. Release is not
+// idempotent: a call resent after a lost reply releases twice.
+func (l *Limiter) Release(ctx context.Context, permits int64) error {
+	if err := l.checkPermits(permits); err != nil {
+		return err
+	}
+	args := make([]any, 1, 5)
+	args[0] = permits
+	args = append(args, l.rateArgs...)
+	v, err := scriptRelease.Run(ctx, l.c.rdb, l.keys, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("core: release: %w", err)
+	}
+	return replyError(v, permits)
+}
+
+// AvailablePermits returns the number of permits available now. It writes
+// nothing. A limiter with a WithRate rate and no state in Redis is full.
+func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	v, err := scriptAvailable.Run(ctx, l.c.rdb, l.keys, l.rateArgs...).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("core: available permits: %w", err)
+	}
+	if err := replyError(v, 0); err != nil {
+		return 0, err
+	}
+	return v[1], nil
+}
+
+// Expire sets a TTL on all of the limiter's keys (for PerClient, this
+// Client's own) and reports whether any key exists. A limiter with a
+// KeepAlive renews it on its next write.
+func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
+	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
+		return false, fmt.Errorf("%w: ttl %v is not a whole number of milliseconds >= 1ms", ErrInvalidDuration, ttl)
+	}
+	return l.expire(ctx, ttl.Milliseconds())
+}
+
+// ClearExpire removes the TTL of all of the limiter's keys and reports
+// whether any key had one. A limiter with a KeepAlive sets it again on its
+// next write, and the state keys of one without get one interval.
+func (l *Limiter) ClearExpire(ctx context.Context) (bool, error) {
+	return l.expire(ctx, 0)
+}
+
+func (l *Limiter) expire(ctx context.Context, ms int64) (bool, error) {
+	if l.err != nil {
+		return false, l.err
+	}
+	n, err := scriptExpire.Run(ctx, l.c.rdb, l.keys, ms).Int64()
+	if err != nil {
+		return false, fmt.Errorf("core: expire: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Delete removes the limiter's config and state (for PerClient, this
+// Client's state; other clients' expire on their own) and reports whether
+// anything was deleted.
+func (l *Limiter) Delete(ctx context.Context) (bool, error) {
+	if l.err != nil {
+		return false, l.err
+	}
+	n, err := l.c.rdb.Del(ctx, l.keys...).Result()
+	if err != nil {
+		return false, fmt.Errorf("core: delete: %w", err)
+	}
+	return n > 0, nil
+}
+
+// check validates the limiter and a rate argument before any I/O.
+func (l *Limiter) check(r Rate) error {
+	if l.err != nil {
+		return l.err
+	}
+	return r.Validate()
+}
+
+// checkPermits validates the limiter and a permit count before any I/O.
+func (l *Limiter) checkPermits(n int64) error {
+	switch {
+	case l.err != nil:
+		return l.err
+	case n < 1 || n > MaxPermits:
+		return fmt.Errorf("%w: %d not in [1, %d]", ErrInvalidPermits, n, int64(MaxPermits))
+	case l.hasRate && n > l.rate.Permits:
+		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.rate.Permits)
+	}
+	return nil
+}
+
+// replyError maps a script's reply code to this package's errors.
+func replyError(v []int64, permits int64) error {
+	if len(v) == 0 {
+		return fmt.Errorf("core: empty script reply")
+	}
+	switch v[0] {
+	case codeOK:
+		return nil
+	case codeNotInitialized:
+		return ErrNotInitialized
+	case codeExceedsRate:
+		if len(v) > 5 {
+			return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, permits, v[5])
+		}
+		return ErrPermitsExceedRate
+	case codeInvalidConfig:
+		return ErrInvalidConfig
+	}
+	return fmt.Errorf("core: unknown script reply code %d", v[0])
+}
+
+// parseRate reads {rate, interval ms, type, keepAlive ms}.
+func parseRate(v []int64) Rate {
+	return Rate{
+		Type:      RateType(v[2]),
+		Permits:   v[0],
+		Interval:  time.Duration(v[1]) * time.Millisecond,
+		KeepAlive: time.Duration(v[3]) * time.Millisecond,
+	}
+}
+
+// rateArgs encodes r as the scripts take it.
+func rateArgs(r Rate) []any {
+	return []any{
+		strconv.FormatInt(r.Permits, 10),
+		strconv.FormatInt(r.Interval.Milliseconds(), 10),
+		strconv.Itoa(int(r.Type)),
+		strconv.FormatInt(r.KeepAlive.Milliseconds(), 10),
+	}
+}
+
+// newMember returns a log member for one acquire: Redisson's 21-byte layout,
+// the byte 0x10, a random 16-byte id, then the permits as a little-endian
+// uint32. The id also makes the acquire idempotent: a resent script finds
+// its member and does not consume again.
+func newMember(permits int64) [21]byte {
+	var m [21]byte
+	m[0] = 16
+	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
+	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
+	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
+	return m
+}
+
+// jitter returns a small random delay added to a wait, so that waiters that
+// were denied together do not all retry in the same millisecond.
+func jitter(wait time.Duration) time.Duration {
+	limit := min(wait/16, 5*time.Millisecond)
+	if limit <= 0 {
+		return 0
+	}
+	return rand.N(limit)
+}

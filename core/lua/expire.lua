@@ -1,0 +1,16 @@
+-- expire.lua: ARGV[1] > 0 sets that TTL (ms) on every key of the limiter;
+-- ARGV[1] = 0 removes their TTLs. Reply: 1 if any key changed.
+
+local ttl, changed = tonumber(ARGV[1]), 0
+for i = 1, #KEYS do
+  local r
+  if ttl > 0 then
+    r = redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  else
+    r = redis.call('PERSIST', KEYS[i])
+  end
+  if r == 1 then
+    changed = 1
+  end
+end
+return changed

@@ -1,0 +1,272 @@
+// Package redistest starts real redis-server processes for tests: single
+// nodes and clusters, each a child process on free local ports, stopped when
+// the test binary ends.
+//
+// Without a redis-server binary on PATH, tests that need one skip with a
+// message saying how to run them; with REDLIMIT_REQUIRE_REDIS=1 in the
+// environment (as in CI) they fail instead.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvRequire names the variable that turns every skip for lack of Redis into
+// a test failure.
+const EnvRequire = "REDLIMIT_REQUIRE_REDIS"
+
+// Required reports whether tests must fail, not skip, without Redis.
+func Required() bool { return os.Getenv(EnvRequire) == "1" }
+
+// Need skips t, or fails it when Required, if redis-server is not installed.
+func Need(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if Required() {
+			t.Fatalf("redis-server not found on PATH and %s=1", EnvRequire)
+		}
+		t.Skipf("redis-server not found on PATH: install it (e.g. apt-get install redis-server) to run this test against real Redis; %s=1 makes this skip a failure", EnvRequire)
+	}
+}
+
+var (
+	mu      sync.Mutex
+	running []*Server
+
+	sharedOnce sync.Once
+	shared     *Server
+	errShared  error
+)
+
+// Main runs the tests and then stops every server they started. Call it
+// from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopAll()
+	os.Exit(code)
+}
+
+// StopAll stops every server started by this package.
+func StopAll() {
+	mu.Lock()
+	all := running
+	running = nil
+	mu.Unlock()
+	for _, s := range all {
+		_ = s.Stop()
+	}
+}
+
+// Shared returns one standalone server for the whole test binary, started
+// on first use. Tests sharing it must use their own key names.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	Need(t)
+	sharedOnce.Do(func() { shared, errShared = Start() })
+	if errShared != nil {
+		t.Fatalf("start redis-server: %v", errShared)
+	}
+	return shared
+}
+
+// Server is one redis-server child process.
+type Server struct {
+	Port int
+	Addr string // 127.0.0.1:Port
+	Dir  string // its working directory (logs, cluster config)
+
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts a redis-server on a free port with persistence off. Extra
+// arguments are passed on its command line (e.g. "--maxmemory", "1mb").
+func Start(args ...string) (*Server, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, err := startOn(port, args)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func startOn(port int, args []string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "redlimit-redis-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir, args: args}
+	if err := s.launch(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	mu.Lock()
+	running = append(running, s)
+	mu.Unlock()
+	return s, nil
+}
+
+func (s *Server) launch() error {
+	argv := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.Dir,
+		"--logfile", filepath.Join(s.Dir, "redis.log"), "--daemonize", "no",
+	}, s.args...)
+	cmd := exec.Command("redis-server", argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("redistest: redis-server on port %d exited at start: %s", s.Port, s.logTail())
+		default:
+		}
+		if ping(s.Addr) == nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return fmt.Errorf("redistest: redis-server on port %d not ready: %s", s.Port, s.logTail())
+}
+
+// ping sends a raw PING, not through go-redis, whose dial retries back off.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return errors.New(strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// Stop kills the server (like a crash: no save) and waits for it to exit.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Kill()
+	<-done
+	return nil
+}
+
+// Restart starts the server again on the same port, empty.
+func (s *Server) Restart() error {
+	_ = s.Stop()
+	var err error
+	for attempt := 0; attempt < 50; attempt++ { // the port may linger briefly
+		if err = s.launch(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+// Running reports whether the process is up.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// Client returns a go-redis client for the server, closed at the end of t.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// CLI runs redis-cli against the server and returns its output.
+func (s *Server) CLI(args ...string) (string, error) {
+	return cli(s.Port, args...)
+}
+
+func cli(port int, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "redis-cli",
+		append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("redistest: redis-cli %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// freePort returns a port that is free, and whose cluster bus port (+10000)
+// is free too.
+func freePort() (int, error) {
+	for i := 0; i < 200; i++ {
+		p := 20000 + rand.IntN(25000)
+		if portFree(p) && portFree(p+10000) {
+			return p, nil
+		}
+	}
+	return 0, errors.New("redistest: no free port")
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
