@@ -25,6 +25,7 @@ type Client struct {
 	prefix   string
 	clientID string
 	clock    clock
+	denials  *denialCache // nil when disabled
 }
 
 // An Option configures a Client.
@@ -63,6 +64,25 @@ func WithClientID(id string) Option {
 	})
 }
 
+// WithDenialCache turns the local denial cache on (the default) or off.
+// With it, a request denied by Redis is denied again from memory, with no
+// round trip, until the time Redis said it could be granted: an abusive
+// client then costs Redis nothing. Only the same limiter and permit count
+// hit the cache. This Client's Release, SetRate, UpdateRate and Delete clear
+// the limiter's entry; a release or rate change made by another process is
+// seen at that time at the latest. Turn it off when such changes must apply
+// at once everywhere.
+func WithDenialCache(enabled bool) Option {
+	return optionFunc(func(c *Client) error {
+		if enabled {
+			c.denials = &denialCache{}
+		} else {
+			c.denials = nil
+		}
+		return nil
+	})
+}
+
 // New returns a Client that keeps its limiters in rdb, which may be a
 // single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
 // service can start while Redis is down; it only checks its arguments.
@@ -70,7 +90,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	c := &Client{rdb: rdb, clock: realClock{}}
+	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)

@@ -127,6 +127,7 @@ func (l *Limiter) setRate(ctx context.Context, r Rate, mode string) (bool, error
 	if err := l.check(r); err != nil {
 		return false, err
 	}
+	defer l.forget()
 	args := append(rateArgs(r), mode)
 	n, err := scriptSetRate.Run(ctx, l.c.rdb, l.keys, args...).Int64()
 	if err != nil {
@@ -162,6 +163,13 @@ func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error)
 }
 
 func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
+	var sent time.Time
+	if dc := l.c.denials; dc != nil {
+		sent = l.c.clock.Now()
+		if r, ok := dc.get(l.name, permits, sent); ok {
+			return r, nil
+		}
+	}
 	m := newMember(permits)
 	args := make([]any, 2, 6)
 	args[0], args[1] = permits, m[:]
@@ -176,14 +184,26 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	if len(v) < 10 {
 		return Result{}, fmt.Errorf("core: acquire: unexpected reply of %d values", len(v))
 	}
-	return Result{
+	r := Result{
 		Allowed:    v[1] == 1,
 		Remaining:  v[2],
 		RetryAfter: time.Duration(v[3]) * time.Millisecond,
 		ResetAfter: time.Duration(v[4]) * time.Millisecond,
 		Rate:       parseRate(v[5:9]),
 		at:         v[9],
-	}, nil
+	}
+	if !r.Allowed && l.c.denials != nil {
+		l.c.denials.put(l.name, permits, sent, r)
+	}
+	return r, nil
+}
+
+// forget drops the limiter's cached denial after a change that may free
+// permits early.
+func (l *Limiter) forget() {
+	if l.c.denials != nil {
+		l.c.denials.drop(l.name)
+	}
 }
 
 // TryAcquireWithin takes permits, waiting up to maxWait for them. It waits
@@ -246,6 +266,7 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 	if err := l.checkPermits(permits); err != nil {
 		return err
 	}
+	defer l.forget()
 	args := make([]any, 1, 5)
 	args[0] = permits
 	args = append(args, l.rateArgs...)
@@ -307,6 +328,7 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 	if l.err != nil {
 		return false, l.err
 	}
+	defer l.forget()
 	n, err := l.c.rdb.Del(ctx, l.keys...).Result()
 	if err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
