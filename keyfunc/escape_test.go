@@ -1,0 +1,163 @@
+package keyfunc_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+func TestAppendEscaped(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"abcXYZ019._-", "abcXYZ019._-"},
+		{"a:b", "a%3Ab"},
+		{"{tag}", "%7Btag%7D"},
+		{"*", "%2A"},
+		{"%", "%25"},
+		{"%3A", "%253A"},
+		{"~", "%7E"},
+		{"a b", "a%20b"},
+		{"/", "%2F"},
+		{"\x00\x1f\x7f", "%00%1F%7F"},
+		{"\xff", "%FF"},
+		{"é", "%C3%A9"},
+		{"用户", "%E7%94%A8%E6%88%B7"},
+		{"\r\n", "%0D%0A"},
+		{strings.Repeat("a", 64), strings.Repeat("a", 64)},
+		{strings.Repeat(":", 64), strings.Repeat("%3A", 64)},
+		{strings.Repeat("a", 65), hashed(strings.Repeat("a", 65))},
+		{strings.Repeat(":", 65), hashed(strings.Repeat(":", 65))},
+	}
+	for _, tt := range tests {
+		got := keyfunc.AppendEscaped([]byte("p:"), tt.in)
+		assert.Equal(t, "p:"+tt.want, string(got), "%q", tt.in)
+		if tt.in != "" {
+			require.NoError(t, checkPart(tt.want))
+		}
+	}
+}
+
+// TestAppendEscapedInjective checks that values chosen to look alike all
+// give different parts, and that escaped parts decode back.
+func TestAppendEscapedInjective(t *testing.T) {
+	values := []string{
+		"", "a", "A", "a:", ":a", "a:b", "a%3Ab", "a%3ab", "a%253Ab", "a{b}", "a%7Bb%7D", "{", "}", "{}",
+		"*", "%2A", "%", "%25", "~", "%7E", "~abc", " ", "%20", "+", "\x00", "%00", "\t", "é", "e\u0301",
+		"\xc3", "\xa9", "\xc3\xa9\xc3", "a\x00b", "a\nb", "user:1", "user%3A1", "user", "1",
+		strings.Repeat("z", 64), strings.Repeat("z", 65), strings.Repeat("z", 66),
+		hashed(strings.Repeat("z", 65)), hashed(strings.Repeat("z", 65))[1:],
+	}
+	seen := map[string]string{}
+	for _, v := range values {
+		got := string(keyfunc.AppendEscaped(nil, v))
+		if prev, ok := seen[got]; ok {
+			t.Fatalf("%q and %q both give %q", prev, v, got)
+		}
+		seen[got] = v
+		for _, c := range []string{":", "{", "}", "*", " "} {
+			assert.NotContains(t, got, c, "%q", v)
+		}
+		if len(v) > 64 {
+			assert.True(t, strings.HasPrefix(got, "~"))
+			continue
+		}
+		assert.NotContains(t, got, "~")
+		back, err := unescape(got)
+		require.NoError(t, err)
+		assert.Equal(t, v, back)
+	}
+}
+
+func TestAllocations(t *testing.T) {
+	dst := make([]byte, 0, 512)
+	long := strings.Repeat("long value ", 20)
+
+	user := newReq("192.0.2.1:1234")
+	user.values["user"] = "alice"
+	user.method, user.route = "GET", "/users/:id"
+	anon := newReq("192.0.2.1:1234")
+	v6 := newReq("[2001:db8:1:2::3]:1234")
+	proxied := newReq("10.0.0.2:1", "X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.0.0.1")
+	forwarded := newReq("10.0.0.2:1", "Forwarded", `for=198.51.100.9, for="[2001:db8::1]:80";proto=https, for=10.0.0.1`)
+	// Canonical header names: http.Header allocates to canonicalize others,
+	// which is the fake request's cost, not the key function's.
+	apiKey := newReq("192.0.2.1:1", "X-Api-Key", "sk_live_0123456789abcdef0123456789abcdef")
+
+	tests := []struct {
+		name string
+		fn   keyfunc.KeyFunc
+		r    keyfunc.Request
+	}{
+		{"IP ipv4", keyfunc.IP(), anon},
+		{"IP ipv6", keyfunc.IP(), v6},
+		{"IP ipv4 /24", keyfunc.IP(keyfunc.IPv4PrefixLen(24)), anon},
+		{"IP X-Forwarded-For", keyfunc.IP(keyfunc.TrustProxies(trusted...)), proxied},
+		{"IP Forwarded", keyfunc.IP(keyfunc.TrustProxies(trusted...), keyfunc.ForwardedHeader("Forwarded")), forwarded},
+		{"User", keyfunc.User("user"), user},
+		{"Route", keyfunc.Route(), user},
+		{"Static", keyfunc.Static("global"), anon},
+		{"Join", keyfunc.Join(keyfunc.Route(), keyfunc.User("user")), user},
+		{"Fallback to IP", keyfunc.Fallback(keyfunc.User("user"), keyfunc.IP()), anon},
+		{"APIKey", keyfunc.APIKey("X-Api-Key"), apiKey},
+		{"APIKey secret", keyfunc.APIKey("X-Api-Key", keyfunc.WithSecret([]byte("secret"))), apiKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			allocs := testing.AllocsPerRun(100, func() {
+				_, err = tt.fn(tt.r, dst[:0])
+			})
+			require.NoError(t, err)
+			assert.Zero(t, allocs)
+		})
+	}
+
+	t.Run("AppendEscaped", func(t *testing.T) {
+		for _, s := range []string{"alice", "a:b{c}*~ é", long} {
+			assert.Zero(t, testing.AllocsPerRun(100, func() { dst = keyfunc.AppendEscaped(dst[:0], s) }), "%q", s)
+		}
+	})
+	t.Run("ClientIP", func(t *testing.T) {
+		lines := []string{"198.51.100.9", "203.0.113.7, 10.0.0.1"}
+		var a netip.Addr
+		assert.Zero(t, testing.AllocsPerRun(100, func() {
+			a, _ = keyfunc.ClientIP("10.0.0.2:1", lines, trusted, "X-Forwarded-For")
+		}))
+		assert.Equal(t, netip.MustParseAddr("203.0.113.7"), a)
+	})
+}
+
+func BenchmarkIP(b *testing.B) {
+	r := newReq("10.0.0.2:1", "X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.0.0.1")
+	for _, bc := range []struct {
+		name string
+		fn   keyfunc.KeyFunc
+	}{
+		{"peer", keyfunc.IP()},
+		{"X-Forwarded-For", keyfunc.IP(keyfunc.TrustProxies(trusted...))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			dst := make([]byte, 0, 128)
+			b.ReportAllocs()
+			for b.Loop() {
+				dst, _ = bc.fn(r, dst[:0])
+			}
+		})
+	}
+}
+
+func BenchmarkJoin(b *testing.B) {
+	r := newReq("192.0.2.1:1", "X-Api-Key", "sk_live_0123456789abcdef0123456789abcdef")
+	r.method, r.route = "GET", "/users/:id"
+	fn := keyfunc.Join(keyfunc.Route(), keyfunc.Fallback(keyfunc.User("user"), keyfunc.APIKey("X-Api-Key", keyfunc.WithSecret([]byte("s")))))
+	dst := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst, _ = fn(r, dst[:0])
+	}
+}

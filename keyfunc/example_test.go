@@ -1,0 +1,108 @@
+package keyfunc_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// httpRequest adapts a net/http request to keyfunc.Request, as the net/http
+// middleware does.
+type httpRequest struct{ r *http.Request }
+
+func (h httpRequest) Context() context.Context          { return h.r.Context() }
+func (h httpRequest) Method() string                    { return h.r.Method }
+func (h httpRequest) Route() string                     { return h.r.Pattern }
+func (h httpRequest) Path() string                      { return h.r.URL.Path }
+func (h httpRequest) Header(name string) string         { return h.r.Header.Get(name) }
+func (h httpRequest) HeaderValues(name string) []string { return h.r.Header.Values(name) }
+func (h httpRequest) Query(name string) string          { return h.r.URL.Query().Get(name) }
+func (h httpRequest) RemoteAddr() string                { return h.r.RemoteAddr }
+func (h httpRequest) Value(key any) any                 { return h.r.Context().Value(key) }
+
+type userKey struct{}
+
+func ExampleAppendEscaped() {
+	buf := []byte("rl:")
+	buf = keyfunc.AppendEscaped(buf, "user:{42}")
+	fmt.Println(string(buf))
+	// Output: rl:user%3A%7B42%7D
+}
+
+func ExampleJoin() {
+	r := httptest.NewRequest("GET", "/users/42", nil)
+	r.Pattern = "/users/{id}"
+	r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice:admin"))
+
+	key := keyfunc.Join(keyfunc.User(userKey{}), keyfunc.Route())
+	buf, err := key(httpRequest{r}, nil)
+	fmt.Println(string(buf), err)
+	// Output: alice%3Aadmin:GET%20%2Fusers%2F%7Bid%7D <nil>
+}
+
+func ExampleFallback() {
+	key := keyfunc.Fallback(keyfunc.User(userKey{}), keyfunc.IP())
+
+	r := httptest.NewRequest("GET", "/", nil) // RemoteAddr 192.0.2.1:1234
+	buf, _ := key(httpRequest{r}, nil)
+	fmt.Println(string(buf))
+
+	r = r.WithContext(context.WithValue(r.Context(), userKey{}, 42))
+	buf, _ = key(httpRequest{r}, buf[:0])
+	fmt.Println(string(buf))
+	// Output:
+	// 192.0.2.1
+	// 42
+}
+
+func ExampleIP() {
+	proxies, err := keyfunc.ParsePrefixes("10.0.0.0/8")
+	if err != nil {
+		panic(err)
+	}
+	key := keyfunc.IP(keyfunc.TrustProxies(proxies...))
+
+	// Through the load balancer at 10.0.0.1: the client is the address
+	// the balancer appended, not the one the client wrote.
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.1:43210"
+	r.Header.Set("X-Forwarded-For", "198.51.100.9, 203.0.113.7")
+	buf, _ := key(httpRequest{r}, nil)
+	fmt.Println(string(buf))
+
+	// Directly from the internet: the header is ignored.
+	r.RemoteAddr = "192.0.2.1:1234"
+	buf, _ = key(httpRequest{r}, buf[:0])
+	fmt.Println(string(buf))
+
+	// IPv6 clients are grouped by /64.
+	r.RemoteAddr = "[2001:db8:1:2::abcd]:443"
+	buf, _ = key(httpRequest{r}, buf[:0])
+	fmt.Println(string(buf))
+	// Output:
+	// 203.0.113.7
+	// 192.0.2.1
+	// 2001%3Adb8%3A1%3A2%3A%3A%2F64
+}
+
+func ExampleClientIP() {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	addr, err := keyfunc.ClientIP("10.0.0.2:1234",
+		[]string{`for=198.51.100.9`, `for="[2001:db8::17]:4711";proto=https, for=10.0.0.1`},
+		trusted, "Forwarded")
+	fmt.Println(addr, err)
+	// Output: 2001:db8::17 <nil>
+}
+
+func ExampleAPIKey() {
+	key := keyfunc.APIKey("X-API-Key", keyfunc.WithSecret([]byte("from your secret store")))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "sk_live_abc123")
+	buf, _ := key(httpRequest{r}, nil)
+	fmt.Println(len(buf), buf[0] == '~')
+	// Output: 23 true
+}

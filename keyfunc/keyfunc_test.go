@@ -1,0 +1,506 @@
+package keyfunc_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// fakeReq is a minimal keyfunc.Request.
+type fakeReq struct {
+	method  string
+	route   string
+	path    string
+	remote  string
+	headers http.Header
+	query   map[string]string
+	values  map[any]any
+
+	headerCalls int // calls to Header and HeaderValues
+}
+
+func (r *fakeReq) Context() context.Context { return context.Background() }
+func (r *fakeReq) Method() string           { return r.method }
+func (r *fakeReq) Route() string            { return r.route }
+func (r *fakeReq) Path() string             { return r.path }
+func (r *fakeReq) Header(name string) string {
+	r.headerCalls++
+	return r.headers.Get(name)
+}
+func (r *fakeReq) HeaderValues(name string) []string {
+	r.headerCalls++
+	return r.headers.Values(name)
+}
+func (r *fakeReq) Query(name string) string { return r.query[name] }
+func (r *fakeReq) RemoteAddr() string       { return r.remote }
+func (r *fakeReq) Value(key any) any        { return r.values[key] }
+
+// newReq returns a request from remote with headers given as name, value
+// pairs; repeated names give several header lines.
+func newReq(remote string, headerPairs ...string) *fakeReq {
+	r := &fakeReq{method: "GET", remote: remote, headers: http.Header{}, query: map[string]string{}, values: map[any]any{}}
+	for i := 0; i+1 < len(headerPairs); i += 2 {
+		r.headers.Add(headerPairs[i], headerPairs[i+1])
+	}
+	return r
+}
+
+// key runs fn on r and returns the part as a string.
+func key(t *testing.T, fn keyfunc.KeyFunc, r keyfunc.Request) string {
+	t.Helper()
+	b, err := fn(r, nil)
+	require.NoError(t, err)
+	requireValidKey(t, b)
+	return string(b)
+}
+
+// requireNoKey checks that fn fails on r with ErrNoKey and leaves dst alone.
+func requireNoKey(t *testing.T, fn keyfunc.KeyFunc, r keyfunc.Request) {
+	t.Helper()
+	dst := append(make([]byte, 0, 64), "prefix:"...)
+	b, err := fn(r, dst)
+	require.ErrorIs(t, err, keyfunc.ErrNoKey)
+	assert.True(t, strings.HasPrefix(err.Error(), "keyfunc: "), err.Error())
+	assert.Equal(t, "prefix:", string(b))
+}
+
+// requireValidKey checks the promised alphabet: parts of [A-Za-z0-9._-] and
+// %XX escapes, or hashed parts, separated by ':'.
+func requireValidKey(t *testing.T, b []byte) {
+	t.Helper()
+	for _, part := range strings.Split(string(b), ":") {
+		require.NoError(t, checkPart(part), "key %q", b)
+	}
+}
+
+func checkPart(p string) error {
+	if p == "" {
+		return errors.New("empty part")
+	}
+	if p[0] == '~' {
+		if len(p) != 23 {
+			return fmt.Errorf("hashed part %q has length %d", p, len(p))
+		}
+		if _, err := base64.RawURLEncoding.DecodeString(p[1:]); err != nil {
+			return fmt.Errorf("hashed part %q: %v", p, err)
+		}
+		return nil
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		case c == '%' && i+2 < len(p) && isUpperHex(p[i+1]) && isUpperHex(p[i+2]):
+			i += 2
+		default:
+			return fmt.Errorf("part %q has byte %q at %d", p, c, i)
+		}
+	}
+	return nil
+}
+
+func isUpperHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= 'F' }
+
+// unescape inverts AppendEscaped for parts that are not hashed.
+func unescape(p string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(p) || !isUpperHex(p[i+1]) || !isUpperHex(p[i+2]) {
+			return "", fmt.Errorf("bad escape in %q", p)
+		}
+		v := strings.IndexByte("0123456789ABCDEF", p[i+1])<<4 | strings.IndexByte("0123456789ABCDEF", p[i+2])
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}
+
+// hashed returns the hashed form of a value: '~' and base64url of the first
+// 16 bytes of its SHA-256 digest.
+func hashed(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "~" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+type stringer string
+
+func (s stringer) String() string { return "S" + string(s) }
+
+type namedString string
+
+func TestUser(t *testing.T) {
+	type ctxKey struct{}
+	tests := []struct {
+		name  string
+		value any
+		want  string // "" means ErrNoKey
+	}{
+		{"string", "alice", "alice"},
+		{"escaped", "a:b{c}*", "a%3Ab%7Bc%7D%2A"},
+		{"stringer", stringer("x:1"), "Sx%3A1"},
+		{"int", 42, "42"},
+		{"negative int", -7, "-7"},
+		{"int8", int8(-8), "-8"},
+		{"int16", int16(16), "16"},
+		{"int32", int32(32), "32"},
+		{"int64", int64(1) << 62, "4611686018427387904"},
+		{"uint", uint(7), "7"},
+		{"uint8", uint8(255), "255"},
+		{"uint16", uint16(16), "16"},
+		{"uint32", uint32(32), "32"},
+		{"uint64", uint64(18446744073709551615), "18446744073709551615"},
+		{"long", strings.Repeat("u", 65), hashed(strings.Repeat("u", 65))},
+		{"missing", nil, ""},
+		{"empty string", "", ""},
+		{"float", 1.5, ""},
+		{"bytes", []byte("alice"), ""},
+		{"named string", namedString("alice"), ""},
+		{"struct", struct{}{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []any{"user", ctxKey{}} {
+				r := newReq("192.0.2.1:1")
+				if tt.value != nil {
+					r.values[k] = tt.value
+				}
+				fn := keyfunc.User(k)
+				if tt.want == "" {
+					requireNoKey(t, fn, r)
+					continue
+				}
+				assert.Equal(t, tt.want, key(t, fn, r))
+			}
+		})
+	}
+}
+
+type emptyStringer struct{}
+
+func (emptyStringer) String() string { return "" }
+
+func TestUserEmptyStringer(t *testing.T) {
+	r := newReq("192.0.2.1:1")
+	r.values["user"] = emptyStringer{}
+	requireNoKey(t, keyfunc.User("user"), r)
+}
+
+func TestUserFunc(t *testing.T) {
+	tests := []struct {
+		name string
+		s    string
+		ok   bool
+		want string
+	}{
+		{"ok", "bob", true, "bob"},
+		{"escaped", "b o b", true, "b%20o%20b"},
+		{"not ok", "bob", false, ""},
+		{"empty", "", true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fn := keyfunc.UserFunc(func(keyfunc.Request) (string, bool) { return tt.s, tt.ok })
+			r := newReq("192.0.2.1:1")
+			if tt.want == "" {
+				requireNoKey(t, fn, r)
+				return
+			}
+			assert.Equal(t, tt.want, key(t, fn, r))
+		})
+	}
+}
+
+func TestFunc(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name    string
+		s       string
+		err     error
+		want    string
+		wantErr error
+	}{
+		{"ok", "tenant-1", nil, "tenant-1", nil},
+		{"escaped", "{tenant}", nil, "%7Btenant%7D", nil},
+		{"empty", "", nil, "", keyfunc.ErrNoKey},
+		{"error passed through", "x", errBoom, "", errBoom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fn := keyfunc.Func(func(keyfunc.Request) (string, error) { return tt.s, tt.err })
+			b, err := fn(newReq("192.0.2.1:1"), []byte("p:"))
+			if tt.wantErr != nil {
+				require.ErrorIs(t, err, tt.wantErr)
+				assert.Equal(t, "p:", string(b))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "p:"+tt.want, string(b))
+		})
+	}
+}
+
+func TestStatic(t *testing.T) {
+	r := newReq("192.0.2.1:1")
+	assert.Equal(t, "global", key(t, keyfunc.Static("global"), r))
+	assert.Equal(t, "a%3Ab%7B%7D", key(t, keyfunc.Static("a:b{}"), r))
+	long := strings.Repeat("s", 100)
+	assert.Equal(t, hashed(long), key(t, keyfunc.Static(long), r))
+	requireNoKey(t, keyfunc.Static(""), r)
+}
+
+func TestHeader(t *testing.T) {
+	fn := keyfunc.Header("X-Tenant")
+	assert.Equal(t, "acme", key(t, fn, newReq("192.0.2.1:1", "X-Tenant", "acme")))
+	assert.Equal(t, "a%3Ab", key(t, fn, newReq("192.0.2.1:1", "x-tenant", "a:b")))
+	assert.Equal(t, "first", key(t, fn, newReq("192.0.2.1:1", "X-Tenant", "first", "X-Tenant", "second")))
+	requireNoKey(t, fn, newReq("192.0.2.1:1"))
+	requireNoKey(t, fn, newReq("192.0.2.1:1", "X-Tenant", ""))
+	_, err := fn(newReq("192.0.2.1:1"), nil)
+	assert.Contains(t, err.Error(), "X-Tenant")
+}
+
+func TestRoute(t *testing.T) {
+	longRoute := "/api/v1/organizations/:org/projects/:project/members/:member/roles"
+	tests := []struct {
+		name, method, route, path, want string
+	}{
+		{"gin template", "GET", "/users/:id", "/users/42", "GET%20%2Fusers%2F%3Aid"},
+		{"mux pattern", "POST", "POST /users/{id}", "/users/42", "POST%20POST%20%2Fusers%2F%7Bid%7D"},
+		{"wildcard", "GET", "/static/*filepath", "/static/a/b.css", "GET%20%2Fstatic%2F%2Afilepath"},
+		{"long", "DELETE", longRoute, "/api/v1/organizations/1/projects/2/members/3/roles", hashed("DELETE " + longRoute)},
+		{"very long", "GET", strings.Repeat("/:p", 300), "/", hashed("GET " + strings.Repeat("/:p", 300))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReq("192.0.2.1:1")
+			r.method, r.route, r.path = tt.method, tt.route, tt.path
+			got := key(t, keyfunc.Route(), r)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, string(keyfunc.AppendEscaped(nil, tt.method+" "+tt.route)), got)
+			assert.NotContains(t, got, "42")
+
+			// Hashing a template longer than 512 bytes allocates a copy.
+			wantAllocs := 0.0
+			if len(tt.route) > 500 {
+				wantAllocs = 1
+			}
+			fn, buf := keyfunc.Route(), make([]byte, 0, 64)
+			assert.Equal(t, wantAllocs, testing.AllocsPerRun(10, func() { _, _ = fn(r, buf) }))
+		})
+	}
+	r := newReq("192.0.2.1:1")
+	r.path = "/not/found"
+	requireNoKey(t, keyfunc.Route(), r)
+}
+
+func TestAPIKey(t *testing.T) {
+	const apiKey = "sk_live_0123456789abcdef0123456789abcdef"
+	r := newReq("192.0.2.1:1", "X-API-Key", apiKey)
+	r.query["api_key"] = apiKey
+
+	plain := key(t, keyfunc.APIKey("X-API-Key"), r)
+	assert.Equal(t, hashed(apiKey), plain)
+	assert.Equal(t, plain, key(t, keyfunc.APIKeyQuery("api_key"), r))
+
+	secret := []byte("server secret")
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(apiKey))
+	wantMAC := "~" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+	keyed := key(t, keyfunc.APIKey("X-API-Key", keyfunc.WithSecret(secret)), r)
+	assert.Equal(t, wantMAC, keyed)
+	assert.Equal(t, keyed, key(t, keyfunc.APIKeyQuery("api_key", keyfunc.WithSecret(secret)), r))
+
+	other := key(t, keyfunc.APIKey("X-API-Key", keyfunc.WithSecret([]byte("other secret"))), r)
+	assert.NotEqual(t, keyed, other)
+	assert.NotEqual(t, plain, keyed)
+	assert.Equal(t, plain, key(t, keyfunc.APIKey("X-API-Key", keyfunc.WithSecret(nil)), r), "empty secret")
+
+	for _, got := range []string{plain, keyed, other} {
+		assert.Len(t, got, 23)
+		assert.NotContains(t, got, apiKey)
+		assert.NotContains(t, got, string(keyfunc.AppendEscaped(nil, apiKey)))
+		assert.NotContains(t, got, apiKey[:12])
+	}
+
+	// The secret is copied.
+	s := []byte("mutable")
+	fn := keyfunc.APIKey("X-API-Key", keyfunc.WithSecret(s))
+	before := key(t, fn, r)
+	s[0] = 'X'
+	assert.Equal(t, before, key(t, fn, r))
+
+	requireNoKey(t, keyfunc.APIKey("X-API-Key"), newReq("192.0.2.1:1"))
+	requireNoKey(t, keyfunc.APIKey("X-API-Key", keyfunc.WithSecret(secret)), newReq("192.0.2.1:1", "X-API-Key", ""))
+	requireNoKey(t, keyfunc.APIKeyQuery("api_key"), newReq("192.0.2.1:1"))
+}
+
+// TestAPIKeyHMAC checks the stack HMAC against crypto/hmac at the edges of
+// the key and secret lengths.
+func TestAPIKeyHMAC(t *testing.T) {
+	for _, secretLen := range []int{1, 32, 63, 64, 65, 200} {
+		for _, keyLen := range []int{1, 55, 56, 64, 447, 448, 449, 2000} {
+			secret := []byte(strings.Repeat("s", secretLen))
+			apiKey := strings.Repeat("k", keyLen)
+			mac := hmac.New(sha256.New, secret)
+			mac.Write([]byte(apiKey))
+			want := "~" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16])
+			got := key(t, keyfunc.APIKey("K", keyfunc.WithSecret(secret)), newReq("192.0.2.1:1", "K", apiKey))
+			assert.Equal(t, want, got, "secret %d, key %d", secretLen, keyLen)
+		}
+	}
+}
+
+func TestJoin(t *testing.T) {
+	r := newReq("192.0.2.1:1")
+	r.route = "/users/:id"
+	r.values["user"] = "alice"
+
+	fn := keyfunc.Join(keyfunc.Static("api"), keyfunc.User("user"), keyfunc.Route())
+	b, err := fn(r, []byte("rl:"))
+	require.NoError(t, err)
+	assert.Equal(t, "rl:api:alice:GET%20%2Fusers%2F%3Aid", string(b))
+
+	assert.Equal(t, "alice", key(t, keyfunc.Join(keyfunc.User("user")), r))
+
+	// Any failing part fails the whole key, leaving dst as it was.
+	requireNoKey(t, keyfunc.Join(keyfunc.Static("api"), keyfunc.User("nobody")), r)
+	requireNoKey(t, keyfunc.Join(keyfunc.User("user"), keyfunc.Header("X-Missing")), r)
+	errBoom := errors.New("boom")
+	_, err = keyfunc.Join(keyfunc.Static("a"), keyfunc.Func(func(keyfunc.Request) (string, error) { return "", errBoom }))(r, nil)
+	require.ErrorIs(t, err, errBoom)
+
+	// A hand-written KeyFunc that appends nothing is refused.
+	empty := func(_ keyfunc.Request, dst []byte) ([]byte, error) { return dst, nil }
+	requireNoKey(t, keyfunc.Join(keyfunc.Static("a"), empty), r)
+	requireNoKey(t, keyfunc.Join(), r)
+
+	assert.PanicsWithValue(t, "keyfunc: nil function passed to Join", func() { keyfunc.Join(keyfunc.IP(), nil) })
+}
+
+func TestFallback(t *testing.T) {
+	anon := newReq("192.0.2.1:1")
+	user := newReq("192.0.2.1:1")
+	user.values["user"] = "alice"
+
+	fn := keyfunc.Fallback(keyfunc.User("user"), keyfunc.IP())
+	assert.Equal(t, "alice", key(t, fn, user))
+	assert.Equal(t, "192.0.2.1", key(t, fn, anon))
+
+	// All fail: the last error, still an ErrNoKey.
+	both := keyfunc.Fallback(keyfunc.User("user"), keyfunc.Header("X-User"))
+	dst := []byte("p:")
+	b, err := both(anon, dst)
+	require.ErrorIs(t, err, keyfunc.ErrNoKey)
+	assert.Contains(t, err.Error(), "X-User")
+	assert.Equal(t, "p:", string(b))
+
+	errBoom := errors.New("boom")
+	_, err = keyfunc.Fallback(keyfunc.User("user"), keyfunc.Func(func(keyfunc.Request) (string, error) { return "", errBoom }))(anon, nil)
+	require.ErrorIs(t, err, errBoom)
+	assert.NotErrorIs(t, err, keyfunc.ErrNoKey)
+
+	// A failing function that scribbled on the buffer does not leak into
+	// the next one.
+	scribble := func(_ keyfunc.Request, dst []byte) ([]byte, error) {
+		return append(dst, "junk"...), keyfunc.ErrNoKey
+	}
+	b, err = keyfunc.Fallback(scribble, keyfunc.Static("ok"))(anon, []byte("p:"))
+	require.NoError(t, err)
+	assert.Equal(t, "p:ok", string(b))
+
+	empty := func(_ keyfunc.Request, dst []byte) ([]byte, error) { return dst, nil }
+	assert.Equal(t, "ok", key(t, keyfunc.Fallback(empty, keyfunc.Static("ok")), anon))
+	requireNoKey(t, keyfunc.Fallback(empty), anon)
+	requireNoKey(t, keyfunc.Fallback(), anon)
+
+	assert.Panics(t, func() { keyfunc.Fallback(nil) })
+}
+
+// TestFallbackTagged shows the documented way to keep users and addresses
+// apart when a user identifier may look like an address.
+func TestFallbackTagged(t *testing.T) {
+	user := newReq("192.0.2.1:1")
+	user.values["user"] = "192.0.2.1"
+	anon := newReq("192.0.2.1:1")
+
+	untagged := keyfunc.Fallback(keyfunc.User("user"), keyfunc.IP())
+	assert.Equal(t, key(t, untagged, user), key(t, untagged, anon), "documented caveat")
+
+	tagged := keyfunc.Fallback(
+		keyfunc.Join(keyfunc.Static("user"), keyfunc.User("user")),
+		keyfunc.Join(keyfunc.Static("ip"), keyfunc.IP()),
+	)
+	assert.Equal(t, "user:192.0.2.1", key(t, tagged, user))
+	assert.Equal(t, "ip:192.0.2.1", key(t, tagged, anon))
+}
+
+// TestJoinNoCollisions builds keys from users, methods and routes full of
+// separators and brace characters, and checks that different inputs never
+// give the same key, and that each key decodes back to its inputs.
+func TestJoinNoCollisions(t *testing.T) {
+	users := []string{
+		"a", "a:GET", "a:GET%20", "a%3AGET", "a:", ":a", "a::b", "{a}", "{a", "a}", "*", "a*",
+		"a~", "~a", "a%", "%", "%25", "a b", "a\x00", "a\n", "é", "a:GET /x", "GET",
+		strings.Repeat("x", 64), strings.Repeat("x", 65), strings.Repeat(":", 65),
+	}
+	routes := [][2]string{
+		{"GET", "/x"}, {"GET", ":/x"}, {"GET:", "/x"}, {"", "GET /x"}, {"GET /x", ""},
+		{"GET", "/{id}"}, {"GET", "/*"}, {"POST", "/x"}, {"GET", "/x:GET"},
+	}
+	fn := keyfunc.Join(keyfunc.User("user"), keyfunc.Route())
+	seen := map[string][3]string{}
+	for _, u := range users {
+		for _, rt := range routes {
+			if rt[1] == "" {
+				continue // no route: ErrNoKey, checked elsewhere
+			}
+			r := newReq("192.0.2.1:1")
+			r.values["user"] = u
+			r.method, r.route = rt[0], rt[1]
+			k := key(t, fn, r)
+			in := [3]string{u, rt[0], rt[1]}
+			if prev, ok := seen[k]; ok {
+				t.Fatalf("key %q for both %q and %q", k, prev, in)
+			}
+			seen[k] = in
+			assert.NotContains(t, k, "{")
+			assert.NotContains(t, k, "}")
+			assert.NotContains(t, k, "*")
+
+			parts := strings.Split(k, ":")
+			require.Len(t, parts, 2, k)
+			for i, want := range []string{u, rt[0] + " " + rt[1]} {
+				if len(want) > 64 {
+					assert.Equal(t, hashed(want), parts[i])
+					continue
+				}
+				got, err := unescape(parts[i])
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+			}
+		}
+	}
+
+	// Two users joined: the ':' inside a value never acts as a separator.
+	two := keyfunc.Join(keyfunc.User("a"), keyfunc.User("b"))
+	r1, r2 := newReq("192.0.2.1:1"), newReq("192.0.2.1:1")
+	r1.values["a"], r1.values["b"] = "x:y", "z"
+	r2.values["a"], r2.values["b"] = "x", "y:z"
+	assert.NotEqual(t, key(t, two, r1), key(t, two, r2))
+}
