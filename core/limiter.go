@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Limiter is one named rate limiter in Redis. Limiters are cheap values
@@ -18,9 +20,10 @@ type Limiter struct {
 	keys []string // config, value, value:<id>, permits, permits:<id>
 	err  error    // a bad name or option, returned by every call
 
-	rate     Rate  // code-defined rate, when hasRate
-	hasRate  bool  //
-	rateArgs []any // rate, interval ms, type, keepAlive ms, as script args
+	rate     Rate          // code-defined rate, when hasRate
+	hasRate  bool          //
+	rateArgs []any         // rate, interval ms, type, keepAlive ms, as script args
+	timeout  time.Duration // bound of each round trip, when > 0
 }
 
 // A LimiterOption configures a Limiter.
@@ -46,6 +49,22 @@ func WithRate(r Rate) LimiterOption {
 		}
 		l.rate, l.hasRate = r.withKeepAlive(), true
 		l.rateArgs = rateArgs(l.rate)
+		return nil
+	})
+}
+
+// WithCallTimeout bounds every round trip to Redis made by the limiter to d,
+// on top of the context's own deadline. Waits in TryAcquireWithin and
+// Acquire are not round trips: they end with the context or their maximum
+// wait, and each attempt they make gets its own d. A call that runs out of
+// time returns an error wrapping context.DeadlineExceeded. The default, 0,
+// leaves the context alone.
+func WithCallTimeout(d time.Duration) LimiterOption {
+	return limiterOptionFunc(func(l *Limiter) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative call timeout %v", ErrInvalidOption, d)
+		}
+		l.timeout = d
 		return nil
 	})
 }
@@ -100,7 +119,7 @@ func (l *Limiter) TrySetRate(ctx context.Context, r Rate) (bool, error) {
 	if err := l.check(r); err != nil {
 		return false, err
 	}
-	n, err := scriptTrySetRate.Run(ctx, l.c.rdb, l.keys[:1], rateArgs(r)...).Int64()
+	n, err := l.eval(ctx, scriptTrySetRate, l.keys[:1], rateArgs(r)...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("core: try set rate: %w", err)
 	}
@@ -129,7 +148,7 @@ func (l *Limiter) setRate(ctx context.Context, r Rate, mode string) (bool, error
 	}
 	defer l.forget()
 	args := append(rateArgs(r), mode)
-	n, err := scriptSetRate.Run(ctx, l.c.rdb, l.keys, args...).Int64()
+	n, err := l.eval(ctx, scriptSetRate, l.keys, args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("core: %s rate: %w", mode, err)
 	}
@@ -142,7 +161,7 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 	if l.err != nil {
 		return Rate{}, l.err
 	}
-	v, err := scriptConfig.Run(ctx, l.c.rdb, l.keys[:1]).Int64Slice()
+	v, err := l.eval(ctx, scriptConfig, l.keys[:1]).Int64Slice()
 	if err != nil {
 		return Rate{}, fmt.Errorf("core: config: %w", err)
 	}
@@ -174,7 +193,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	args := make([]any, 2, 6)
 	args[0], args[1] = permits, m[:]
 	args = append(args, l.rateArgs...)
-	v, err := scriptAcquire.Run(ctx, l.c.rdb, l.keys, args...).Int64Slice()
+	v, err := l.eval(ctx, scriptAcquire, l.keys, args...).Int64Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("core: acquire: %w", err)
 	}
@@ -270,7 +289,7 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 	args := make([]any, 1, 5)
 	args[0] = permits
 	args = append(args, l.rateArgs...)
-	v, err := scriptRelease.Run(ctx, l.c.rdb, l.keys, args...).Int64Slice()
+	v, err := l.eval(ctx, scriptRelease, l.keys, args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("core: release: %w", err)
 	}
@@ -283,7 +302,7 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	v, err := scriptAvailable.Run(ctx, l.c.rdb, l.keys, l.rateArgs...).Int64Slice()
+	v, err := l.eval(ctx, scriptAvailable, l.keys, l.rateArgs...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("core: available permits: %w", err)
 	}
@@ -314,7 +333,7 @@ func (l *Limiter) expire(ctx context.Context, ms int64) (bool, error) {
 	if l.err != nil {
 		return false, l.err
 	}
-	n, err := scriptExpire.Run(ctx, l.c.rdb, l.keys, ms).Int64()
+	n, err := l.eval(ctx, scriptExpire, l.keys, ms).Int64()
 	if err != nil {
 		return false, fmt.Errorf("core: expire: %w", err)
 	}
@@ -329,11 +348,28 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 		return false, l.err
 	}
 	defer l.forget()
+	ctx, cancel := l.callContext(ctx)
+	defer cancel()
 	n, err := l.c.rdb.Del(ctx, l.keys...).Result()
 	if err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
 	}
 	return n > 0, nil
+}
+
+// eval runs a script on the limiter's keys within the call timeout. The
+// reply is read before eval returns.
+func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	ctx, cancel := l.callContext(ctx)
+	defer cancel()
+	return s.Run(ctx, l.c.rdb, keys, args...)
+}
+
+func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.timeout)
 }
 
 // check validates the limiter and a rate argument before any I/O.

@@ -89,3 +89,31 @@ func TestAcquireGivesUpBeforeADeadlineItCannotMeet(t *testing.T) {
 		require.NoError(t, l.Acquire(ctx, 1), "the permit comes back before this deadline")
 	})
 }
+
+// WithCallTimeout bounds each round trip but not the waits between them.
+func TestCallTimeout(t *testing.T) {
+	_, err := e2eClient(t).Limiter("x", core.WithCallTimeout(-time.Second)).TryAcquire(bg, 1)
+	require.ErrorIs(t, err, core.ErrInvalidOption)
+
+	runMini(t, func(t *testing.T, e *env) {
+		l := e.limiter(t, core.WithRate(rate(core.Overall, 1, time.Second)), core.WithCallTimeout(50*time.Millisecond))
+		require.True(t, tryAcquire(t, l, 1))
+		start := time.Now()
+		r, err := l.TryAcquireWithin(bg, 1, 2*time.Second)
+		require.NoError(t, err, "a one-second wait is not a round trip")
+		assert.True(t, r.Allowed)
+		assert.GreaterOrEqual(t, time.Since(start), time.Second)
+	})
+	runRedis(t, func(t *testing.T, e *env) {
+		l := e.limiter(t, core.WithRate(rate(core.Overall, 1, time.Second)), core.WithCallTimeout(time.Nanosecond))
+		_, err := l.TryAcquire(bg, 1)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func e2eClient(t *testing.T) *core.Client {
+	rdb, _ := deadRedis(t)
+	c, err := core.New(rdb)
+	require.NoError(t, err)
+	return c
+}

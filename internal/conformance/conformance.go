@@ -1,0 +1,126 @@
+// Package conformance is the behaviour table every middleware adapter runs
+// through its own framework: counts, headers, wait mode, skip, handlers,
+// failure policy with Redis stopped, per-route and per-user limits, and
+// the security cases. An adapter's test describes how to serve an App; the
+// table does the rest, against real redis-server processes.
+package conformance
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// ErrorMode selects the error handler of a Limit.
+type ErrorMode int
+
+const (
+	// ErrorDefault: no error handler option (the adapter logs).
+	ErrorDefault ErrorMode = iota
+	// ErrorObserve: a handler that sends the error to App.Errors and
+	// responds nothing, so the failure policy applies.
+	ErrorObserve
+	// ErrorRespond: a handler that sends the error to App.Errors and
+	// answers 500 with the body "custom error".
+	ErrorRespond
+)
+
+// Limit describes one middleware, framework-free. The adapter's test turns
+// it into its options.
+type Limit struct {
+	Name       string
+	Rate       core.Rate
+	Keys       []keyfunc.KeyFunc
+	Cost       int64
+	MaxWait    time.Duration
+	MaxWaiters int
+	Timeout    time.Duration
+	FailClosed bool
+	Headers    policy.HeaderStyle
+	// SkipPath exempts requests to this path.
+	SkipPath string
+	// Deny installs a deny handler answering 418 with the body
+	// "deny r=<remaining> retry=<ms>", read with the adapter's ResultFrom.
+	Deny    bool
+	OnError ErrorMode
+}
+
+// Route is a route of an App with its own limits. Path uses {name} for
+// parameters ("/users/{id}"); adapters translate it to their syntax.
+type Route struct {
+	Path   string
+	Limits []Limit
+}
+
+// App is the application an adapter serves: a pre-middleware, then the
+// global limits, then each route's limits and a handler answering 200 "ok".
+//
+// The pre-middleware reads control headers: X-User sets the request-scoped
+// user under the adapter's UserKey; X-Deadline-Ms gives the request context
+// a deadline; X-Cancel-Ms cancels the request context after that time.
+type App struct {
+	Client *core.Client
+	Global []Limit
+	Routes []Route
+	// Errors receives what error handlers are given (never blocks).
+	Errors chan error
+}
+
+// Report sends err to a.Errors without blocking.
+func (a App) Report(err error) {
+	select {
+	case a.Errors <- err:
+	default:
+	}
+}
+
+// Adapter is what an adapter's test provides.
+type Adapter struct {
+	Name string
+	// Serve builds the App with the framework and returns a function that
+	// performs one request.
+	Serve func(t *testing.T, app App) func(*http.Request) (*http.Response, error)
+	// UserKey is the key under which the pre-middleware stores X-User.
+	UserKey any
+	// Peer is the address the framework reports for test clients.
+	Peer netip.Addr
+	// Disconnects reports whether a client closing its connection cancels
+	// the request context (true for net/http servers; fasthttp cannot).
+	Disconnects bool
+}
+
+// Control headers read by the pre-middleware.
+const (
+	HeaderUser     = "X-User"
+	HeaderDeadline = "X-Deadline-Ms"
+	HeaderCancel   = "X-Cancel-Ms"
+)
+
+// Controls applies the control headers of a request to its context; the
+// pre-middlewares of net/http based adapters use it directly.
+func Controls(ctx context.Context, header func(string) string) (context.Context, context.CancelFunc) {
+	cancel := context.CancelFunc(func() {})
+	if ms, err := strconv.Atoi(header(HeaderDeadline)); err == nil {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+	}
+	if ms, err := strconv.Atoi(header(HeaderCancel)); err == nil {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithCancel(ctx)
+		t := time.AfterFunc(time.Duration(ms)*time.Millisecond, c2)
+		prev := cancel
+		cancel = func() { t.Stop(); c2(); prev() }
+	}
+	return ctx, cancel
+}
+
+// DenyBody is what a Deny handler writes.
+func DenyBody(r core.Result) string {
+	return "deny r=" + strconv.FormatInt(r.Remaining, 10) + " retry=" + strconv.FormatInt(r.RetryAfter.Milliseconds(), 10)
+}

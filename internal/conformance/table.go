@@ -1,0 +1,441 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// caller performs requests against one served App.
+type caller struct {
+	t  *testing.T
+	do func(*http.Request) (*http.Response, error)
+}
+
+type response struct {
+	status  int
+	header  http.Header
+	body    string
+	elapsed time.Duration
+}
+
+func (c caller) get(path string, header ...string) response {
+	c.t.Helper()
+	return c.getCtx(context.Background(), path, header...)
+}
+
+func (c caller) getCtx(ctx context.Context, path string, header ...string) response {
+	c.t.Helper()
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://test"+path, nil)
+	req.RequestURI = ""
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	start := time.Now()
+	resp, err := c.do(req)
+	if err != nil {
+		return response{status: -1, body: err.Error(), elapsed: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(c.t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b), elapsed: time.Since(start)}
+}
+
+// statuses performs n requests to path and returns their status codes.
+func (c caller) statuses(n int, path string, header ...string) []int {
+	c.t.Helper()
+	s := make([]int, n)
+	for i := range s {
+		s[i] = c.get(path, header...).status
+	}
+	return s
+}
+
+func repeat(status, n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = status
+	}
+	return s
+}
+
+// Run runs the table for a.
+func Run(t *testing.T, a Adapter) {
+	shared := redistest.Shared(t)
+	rdb := shared.Client(t)
+
+	// app returns an App on the shared server, isolated by a key prefix.
+	app := func(t *testing.T, global []Limit, routes ...Route) (App, caller) {
+		c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+"."+strconv.FormatUint(rand.Uint64(), 36)+":"))
+		require.NoError(t, err)
+		ap := App{Client: c, Global: global, Routes: routes, Errors: make(chan error, 100)}
+		return ap, caller{t: t, do: a.Serve(t, ap)}
+	}
+	// one serves a single route "/a" behind one global limit.
+	one := func(t *testing.T, l Limit) (App, caller) {
+		return app(t, []Limit{l}, Route{Path: "/a"}, Route{Path: "/health"})
+	}
+	perMinute := func(n int64) core.Rate { return core.PerMinute(n) }
+
+	t.Run("allow then deny, with headers", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "basic", Rate: perMinute(3)})
+		for i, want := range []string{"2", "1", "0"} {
+			r := c.get("/a")
+			require.Equal(t, http.StatusOK, r.status, "request %d", i+1)
+			assert.Equal(t, "ok", r.body)
+			assert.Equal(t, "3", r.header.Get("X-RateLimit-Limit"))
+			assert.Equal(t, want, r.header.Get("X-RateLimit-Remaining"))
+			assert.Equal(t, "60", r.header.Get("X-RateLimit-Reset"))
+			assert.Equal(t, `"basic";q=3;w=60`, r.header.Get("RateLimit-Policy"))
+			assert.Equal(t, `"basic";r=`+want+`;t=60`, r.header.Get("RateLimit"))
+			assert.Empty(t, r.header.Get("Retry-After"))
+		}
+		r := c.get("/a")
+		require.Equal(t, http.StatusTooManyRequests, r.status)
+		retry, err := strconv.Atoi(r.header.Get("Retry-After"))
+		require.NoError(t, err)
+		assert.True(t, retry == 59 || retry == 60, "Retry-After %d", retry)
+		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
+		assert.Equal(t, strconv.Itoa(retry), r.header.Get("X-RateLimit-Reset"))
+		assert.Equal(t, `"basic";r=0;t=`+strconv.Itoa(retry), r.header.Get("RateLimit"))
+		assert.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+		var p map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.body), &p), r.body)
+		assert.Equal(t, "https://iana.org/assignments/http-problem-types#quota-exceeded", p["type"])
+		assert.EqualValues(t, 429, p["status"])
+		assert.Equal(t, []any{"basic"}, p["violated-policies"])
+	})
+
+	t.Run("Retry-After is never earlier than the real wait", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "retry", Rate: core.Rate{Permits: 1, Interval: 1500 * time.Millisecond}})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		r := c.get("/a")
+		require.Equal(t, http.StatusTooManyRequests, r.status)
+		assert.Equal(t, "2", r.header.Get("Retry-After"), "1.5 s rounded up")
+		assert.Equal(t, `"retry";q=1`, r.header.Get("RateLimit-Policy"), "no w for a sub-second window")
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, http.StatusOK, c.get("/a").status, "granted after Retry-After")
+	})
+
+	t.Run("wait mode grants once the window slides", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "wait", Rate: core.Rate{Permits: 1, Interval: 400 * time.Millisecond}, MaxWait: 2 * time.Second})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		r := c.get("/a")
+		assert.Equal(t, http.StatusOK, r.status)
+		assert.GreaterOrEqual(t, r.elapsed, 300*time.Millisecond, "it waited for the permit")
+	})
+
+	t.Run("wait mode rejects at once when the wait cannot fit", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "nofit", Rate: core.Rate{Permits: 1, Interval: 10 * time.Second}, MaxWait: time.Second})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		r := c.get("/a")
+		assert.Equal(t, http.StatusTooManyRequests, r.status)
+		assert.Less(t, r.elapsed, 500*time.Millisecond)
+		r = c.get("/a", HeaderDeadline, "300")
+		assert.Equal(t, http.StatusTooManyRequests, r.status, "nor past the request's deadline")
+		assert.Less(t, r.elapsed, 250*time.Millisecond)
+	})
+
+	t.Run("wait mode respects the request deadline", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "deadline", Rate: core.Rate{Permits: 1, Interval: 2 * time.Second}, MaxWait: 10 * time.Second})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		r := c.get("/a", HeaderDeadline, "500")
+		assert.Equal(t, http.StatusTooManyRequests, r.status)
+		assert.Less(t, r.elapsed, 400*time.Millisecond, "rejected at once, not at the deadline")
+	})
+
+	t.Run("a client that goes away ends its wait", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "gone", Rate: core.Rate{Permits: 1, Interval: 10 * time.Second}, MaxWait: 30 * time.Second, MaxWaiters: 1})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		// B waits, then goes away: a disconnect, or a cancelled context
+		// where the server cannot see disconnects.
+		if a.Disconnects {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			r := c.getCtx(ctx, "/a")
+			cancel()
+			require.Equal(t, -1, r.status, "the client gave up")
+		} else {
+			r := c.get("/a", HeaderCancel, "300")
+			require.Equal(t, http.StatusTooManyRequests, r.status)
+			require.Less(t, r.elapsed, 2*time.Second)
+		}
+		// C can wait only if B's wait has ended and freed the one slot.
+		var r response
+		require.Eventually(t, func() bool {
+			r = c.get("/a", HeaderCancel, "300")
+			return r.elapsed >= 250*time.Millisecond
+		}, 5*time.Second, 50*time.Millisecond, "the waiter slot was freed")
+		assert.Equal(t, http.StatusTooManyRequests, r.status)
+	})
+
+	t.Run("waiters are bounded", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "waiters", Rate: core.Rate{Permits: 1, Interval: time.Second}, MaxWait: 5 * time.Second, MaxWaiters: 1})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		var wg sync.WaitGroup
+		rs := make([]response, 2)
+		for i := range rs {
+			wg.Go(func() { rs[i] = c.get("/a") })
+		}
+		wg.Wait()
+		ok, rejected := rs[0], rs[1]
+		if ok.status != http.StatusOK {
+			ok, rejected = rejected, ok
+		}
+		assert.Equal(t, http.StatusOK, ok.status, "one waited for the permit")
+		assert.Equal(t, http.StatusTooManyRequests, rejected.status, "the other found no waiter slot")
+		assert.Less(t, rejected.elapsed, 500*time.Millisecond)
+	})
+
+	t.Run("skip", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "skip", Rate: perMinute(1), SkipPath: "/health"})
+		for i := 0; i < 3; i++ {
+			r := c.get("/health")
+			assert.Equal(t, http.StatusOK, r.status)
+			assert.Empty(t, r.header.Get("RateLimit"))
+		}
+		assert.Equal(t, []int{200, 429}, c.statuses(2, "/a"))
+	})
+
+	t.Run("custom deny handler", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "deny", Rate: perMinute(1), Deny: true})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		r := c.get("/a")
+		assert.Equal(t, http.StatusTeapot, r.status)
+		assert.True(t, strings.HasPrefix(r.body, "deny r=0 retry="), r.body)
+		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"), "headers are set before the handler")
+		assert.NotEmpty(t, r.header.Get("Retry-After"))
+	})
+
+	t.Run("cost", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "cost", Rate: perMinute(5), Cost: 2})
+		r := c.get("/a")
+		assert.Equal(t, "3", r.header.Get("X-RateLimit-Remaining"))
+		r = c.get("/a")
+		assert.Equal(t, "1", r.header.Get("X-RateLimit-Remaining"))
+		assert.Equal(t, http.StatusTooManyRequests, c.get("/a").status)
+	})
+
+	t.Run("header styles", func(t *testing.T) {
+		t.Parallel()
+		for _, hc := range []struct {
+			style      policy.HeaderStyle
+			ietf, lgcy bool
+		}{{policy.HeadersAll, true, true}, {policy.HeadersIETF, true, false}, {policy.HeadersLegacy, false, true}, {policy.HeadersNone, false, false}} {
+			_, c := one(t, Limit{Name: "style", Rate: perMinute(1), Headers: hc.style})
+			for _, r := range []response{c.get("/a"), c.get("/a")} {
+				assert.Equal(t, hc.ietf, r.header.Get("RateLimit") != "", "style %d", hc.style)
+				assert.Equal(t, hc.ietf, r.header.Get("RateLimit-Policy") != "")
+				assert.Equal(t, hc.lgcy, r.header.Get("X-RateLimit-Remaining") != "")
+				assert.Equal(t, r.status == http.StatusTooManyRequests, r.header.Get("Retry-After") != "")
+			}
+		}
+	})
+
+	t.Run("per-route, per-user and composed limits", func(t *testing.T) {
+		t.Parallel()
+		user := keyfunc.User(a.UserKey)
+		_, c := app(t, []Limit{{Name: "ip", Rate: perMinute(100)}},
+			Route{Path: "/open"},
+			Route{Path: "/login", Limits: []Limit{{Name: "login", Rate: perMinute(2)}}},
+			Route{Path: "/users/{id}", Limits: []Limit{{Name: "user", Rate: perMinute(3), Keys: []keyfunc.KeyFunc{user}}}},
+			Route{Path: "/items/{id}", Limits: []Limit{{Name: "route", Rate: perMinute(2), Keys: []keyfunc.KeyFunc{keyfunc.Route()}}}},
+			Route{Path: "/multi", Limits: []Limit{
+				{Name: "burst", Rate: core.Rate{Permits: 2, Interval: time.Second}},
+				{Name: "hourly", Rate: core.PerHour(3)},
+			}},
+		)
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/login"))
+		assert.Equal(t, []int{200, 200}, c.statuses(2, "/open"), "the login limit is the login route's")
+
+		assert.Equal(t, []int{200, 200, 200, 429}, c.statuses(4, "/users/1", HeaderUser, "alice"))
+		assert.Equal(t, []int{429}, c.statuses(1, "/users/2", HeaderUser, "alice"), "per user, not per path")
+		assert.Equal(t, []int{200}, c.statuses(1, "/users/1", HeaderUser, "bob"))
+
+		assert.Equal(t, []int{200, 200, 429}, append(c.statuses(1, "/items/1"), c.statuses(2, "/items/2")...),
+			"the route template is the key, not the path")
+
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/multi"), "the burst limit")
+		time.Sleep(1100 * time.Millisecond)
+		r := c.get("/multi")
+		assert.Equal(t, http.StatusOK, r.status, "the third of the hour")
+		assert.Equal(t, []string{`"ip";q=100;w=60`, `"burst";q=2;w=1`, `"hourly";q=3;w=3600`}, r.header.Values("RateLimit-Policy"),
+			"each policy lists itself")
+		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"), "the most restrictive remaining")
+		r = c.get("/multi")
+		assert.Equal(t, http.StatusTooManyRequests, r.status, "the hourly limit")
+		assert.Contains(t, r.body, `"hourly"`)
+	})
+
+	// Failure policy, against a server of its own that the test stops.
+	failing := func(t *testing.T, l Limit) (App, caller, *redistest.Server) {
+		s, err := redistest.Start()
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Stop() })
+		c, err := core.New(s.Client(t))
+		require.NoError(t, err)
+		ap := App{Client: c, Global: []Limit{l}, Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100)}
+		return ap, caller{t: t, do: a.Serve(t, ap)}, s
+	}
+	// Requests must be answered well within this while Redis is down.
+	const noHang = 2 * time.Second
+
+	t.Run("fail open with Redis stopped", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		for _, mode := range []ErrorMode{ErrorDefault, ErrorObserve} {
+			ap, c, s := failing(t, Limit{Name: "open", Rate: perMinute(1), Keys: user, OnError: mode})
+			require.Equal(t, []int{200, 429}, c.statuses(2, "/a", HeaderUser, "known"))
+			require.NoError(t, s.Stop())
+			for i := 0; i < 3; i++ {
+				r := c.get("/a", HeaderUser, "new")
+				assert.Equal(t, http.StatusOK, r.status, "served")
+				assert.Less(t, r.elapsed, noHang)
+				assert.Empty(t, r.header.Get("RateLimit"))
+			}
+			r := c.get("/a", HeaderUser, "known")
+			assert.Equal(t, http.StatusTooManyRequests, r.status, "a denial known before the outage holds until its retry time")
+			if mode == ErrorObserve {
+				select {
+				case err := <-ap.Errors:
+					assert.Error(t, err)
+				default:
+					t.Error("the error handler was not called")
+				}
+			}
+			require.NoError(t, s.Restart())
+			require.Eventually(t, func() bool { return c.get("/a", HeaderUser, "new").status == http.StatusTooManyRequests },
+				5*time.Second, 50*time.Millisecond, "limiting resumes")
+		}
+	})
+
+	t.Run("fail closed with Redis stopped", func(t *testing.T) {
+		t.Parallel()
+		_, c, s := failing(t, Limit{Name: "closed", Rate: perMinute(5), FailClosed: true})
+		require.Equal(t, http.StatusOK, c.get("/a").status)
+		require.NoError(t, s.Stop())
+		r := c.get("/a")
+		assert.Equal(t, http.StatusServiceUnavailable, r.status)
+		assert.Less(t, r.elapsed, noHang)
+		assert.Equal(t, "1", r.header.Get("Retry-After"))
+		assert.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+		assert.Contains(t, r.body, "temporary-reduced-capacity")
+		for _, leak := range []string{"refused", "dial", "redis", "127.0.0.1", "EOF"} {
+			assert.NotContains(t, strings.ToLower(r.body), strings.ToLower(leak), "no error text in the response")
+		}
+	})
+
+	t.Run("custom error handler", func(t *testing.T) {
+		t.Parallel()
+		ap, c, s := failing(t, Limit{Name: "custom", Rate: perMinute(5), OnError: ErrorRespond})
+		require.NoError(t, s.Stop())
+		r := c.get("/a")
+		assert.Equal(t, http.StatusInternalServerError, r.status)
+		assert.Equal(t, "custom error", r.body)
+		assert.Less(t, r.elapsed, noHang)
+		assert.Error(t, <-ap.Errors)
+	})
+
+	t.Run("a request with no key follows the failure policy", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		ap, c := one(t, Limit{Name: "nokey", Rate: perMinute(1), Keys: user, OnError: ErrorObserve})
+		assert.Equal(t, []int{200, 200}, c.statuses(2, "/a"), "fail open: served")
+		assert.ErrorIs(t, <-ap.Errors, keyfunc.ErrNoKey)
+		_, c = one(t, Limit{Name: "nokey", Rate: perMinute(1), Keys: user, FailClosed: true})
+		assert.Equal(t, []int{503}, c.statuses(1, "/a"))
+		assert.Equal(t, []int{200, 429}, c.statuses(2, "/a", HeaderUser, "carol"))
+	})
+
+	t.Run("invalid options fail loudly", func(t *testing.T) {
+		t.Parallel()
+		ap, c := one(t, Limit{Name: "bad", Rate: perMinute(1), Cost: 5, OnError: ErrorObserve})
+		assert.Equal(t, http.StatusInternalServerError, c.get("/a").status)
+		assert.ErrorIs(t, <-ap.Errors, core.ErrInvalidPermits)
+	})
+
+	t.Run("a spoofed X-Forwarded-For does not change the key", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "spoof", Rate: perMinute(1)})
+		assert.Equal(t, http.StatusOK, c.get("/a", "X-Forwarded-For", "198.51.100.1").status)
+		assert.Equal(t, http.StatusTooManyRequests, c.get("/a", "X-Forwarded-For", "198.51.100.2").status)
+		assert.Equal(t, http.StatusTooManyRequests, c.get("/a", "X-Real-IP", "198.51.100.3").status)
+	})
+
+	t.Run("behind a trusted proxy the rightmost untrusted address is the key", func(t *testing.T) {
+		t.Parallel()
+		ip := keyfunc.IP(keyfunc.TrustProxies(netip.PrefixFrom(a.Peer, a.Peer.BitLen())))
+		_, c := one(t, Limit{Name: "proxy", Rate: perMinute(1), Keys: []keyfunc.KeyFunc{ip}})
+		assert.Equal(t, http.StatusOK, c.get("/a", "X-Forwarded-For", "203.0.113.9, 198.51.100.7").status)
+		assert.Equal(t, http.StatusTooManyRequests, c.get("/a", "X-Forwarded-For", "203.0.113.10, 198.51.100.7").status,
+			"the client-written part is ignored")
+		assert.Equal(t, http.StatusOK, c.get("/a", "X-Forwarded-For", "198.51.100.8").status, "another client")
+	})
+
+	t.Run("an API key never reaches Redis", func(t *testing.T) {
+		t.Parallel()
+		const secret = "sk_live_Q2hhbmdlTWUhU2VjcmV0"
+		ap, c := one(t, Limit{Name: "apikey", Rate: perMinute(1), Keys: []keyfunc.KeyFunc{keyfunc.APIKey("X-API-Key")}})
+		assert.Equal(t, []int{200, 429}, c.statuses(2, "/a", "X-API-Key", secret))
+		assert.Equal(t, []int{200}, c.statuses(1, "/a", "X-API-Key", secret+"2"))
+		keys, err := rdb.Keys(context.Background(), "*").Result()
+		require.NoError(t, err)
+		found := 0
+		for _, k := range keys {
+			if strings.Contains(k, "apikey:") {
+				found++
+			}
+			assert.NotContains(t, k, "Q2hhbmdlTWUhU2VjcmV0", "raw API key in %q", k)
+			assert.NotContains(t, k, "sk_live", "raw API key in %q", k)
+		}
+		assert.Positive(t, found, "the limiter keys exist")
+		_ = ap
+	})
+
+	t.Run("user ids cannot collide with other users or policies", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		_, c := app(t, nil,
+			Route{Path: "/p", Limits: []Limit{{Name: "p", Rate: perMinute(1), Keys: user}}},
+			Route{Path: "/q", Limits: []Limit{{Name: "p:x", Rate: perMinute(1), Keys: user}}},
+		)
+		ids := []string{"a", "a:x", "a*", "{a}", "a}", "{a", "a%3Ax", "a:x:", "*", ":", "a b", "ä"}
+		for _, id := range ids {
+			assert.Equal(t, http.StatusOK, c.get("/p", HeaderUser, id).status, "first request of %q", id)
+		}
+		for _, id := range ids {
+			assert.Equal(t, http.StatusTooManyRequests, c.get("/p", HeaderUser, id).status, "second request of %q", id)
+		}
+		// Policy "p" with user "x:y" and policy "p:x" with user "y".
+		assert.Equal(t, http.StatusOK, c.get("/p", HeaderUser, "x:y").status)
+		assert.Equal(t, http.StatusOK, c.get("/q", HeaderUser, "y").status)
+	})
+}
+

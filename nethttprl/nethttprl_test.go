@@ -1,0 +1,88 @@
+package nethttprl_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+
+	"github.com/redlimit/redlimit/internal/conformance"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/nethttprl"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+type userKey struct{}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Adapter{
+		Name:        "nethttprl",
+		Serve:       serve,
+		UserKey:     userKey{},
+		Peer:        netip.MustParseAddr("127.0.0.1"),
+		Disconnects: true,
+	})
+}
+
+func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
+	limit := func(h http.Handler, limits []conformance.Limit) http.Handler {
+		for i := len(limits) - 1; i >= 0; i-- {
+			h = nethttprl.New(app.Client, limits[i].Rate, options(app, limits[i])...)(h)
+		}
+		return h
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux := http.NewServeMux()
+	for _, r := range app.Routes {
+		mux.Handle("GET "+r.Path, limit(ok, r.Limits))
+	}
+	h := limit(mux, app.Global)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := conformance.Controls(r.Context(), r.Header.Get)
+		defer cancel()
+		if u := r.Header.Get(conformance.HeaderUser); u != "" {
+			ctx = context.WithValue(ctx, userKey{}, u)
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	t.Cleanup(srv.Close)
+	return func(req *http.Request) (*http.Response, error) {
+		req.URL.Host = srv.Listener.Addr().String()
+		return srv.Client().Do(req)
+	}
+}
+
+func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
+	o := []nethttprl.Option{
+		nethttprl.WithName(l.Name), nethttprl.WithKey(l.Keys...), nethttprl.WithCost(l.Cost),
+		nethttprl.WithWait(l.MaxWait), nethttprl.WithMaxWaiters(l.MaxWaiters),
+		nethttprl.WithTimeout(l.Timeout), nethttprl.WithHeaders(l.Headers),
+	}
+	if l.FailClosed {
+		o = append(o, nethttprl.WithFailClosed())
+	}
+	if l.SkipPath != "" {
+		o = append(o, nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == l.SkipPath }))
+	}
+	if l.Deny {
+		o = append(o, nethttprl.WithDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			res, _ := nethttprl.ResultFrom(r)
+			w.WriteHeader(http.StatusTeapot)
+			_, _ = io.WriteString(w, conformance.DenyBody(res))
+		})))
+	}
+	switch l.OnError {
+	case conformance.ErrorObserve:
+		o = append(o, nethttprl.WithErrorHandler(func(_ http.ResponseWriter, _ *http.Request, err error) { app.Report(err) }))
+	case conformance.ErrorRespond:
+		o = append(o, nethttprl.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
+			app.Report(err)
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, "custom error")
+		}))
+	}
+	return o
+}

@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+)
+
+// HeaderStyle selects the rate limit headers of responses.
+type HeaderStyle int
+
+const (
+	// HeadersAll: the IETF draft-10 RateLimit and RateLimit-Policy fields
+	// and the X-RateLimit-* headers. The default.
+	HeadersAll HeaderStyle = iota
+	// HeadersIETF: RateLimit and RateLimit-Policy only.
+	HeadersIETF
+	// HeadersLegacy: X-RateLimit-Limit, -Remaining and -Reset only.
+	HeadersLegacy
+	// HeadersNone: no rate limit headers; a 429 or 503 still carries
+	// Retry-After.
+	HeadersNone
+)
+
+// Header names, as written.
+const (
+	HeaderRateLimitPolicy = "RateLimit-Policy"
+	HeaderRateLimit       = "RateLimit"
+	HeaderLimit           = "X-RateLimit-Limit"
+	HeaderRemaining       = "X-RateLimit-Remaining"
+	HeaderReset           = "X-RateLimit-Reset"
+	HeaderRetryAfter      = "Retry-After"
+	HeaderContentType     = "Content-Type"
+)
+
+// ProblemContentType is the media type of 429 and 503 bodies (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// Problem types of the IETF rate limit headers draft.
+const (
+	ProblemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	ProblemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+)
+
+// FailedRetryAfter is the Retry-After of a 503 answered by fail closed.
+const FailedRetryAfter = "1"
+
+// HeaderWriter edits response headers; http.Header (net/http, gin, echo)
+// is one.
+type HeaderWriter interface {
+	Get(key string) string
+	Set(key, value string)
+	Add(key, value string)
+}
+
+// header holds what a policy writes, built once.
+type header struct {
+	style       HeaderStyle
+	policy      string // RateLimit-Policy value
+	limit       string // X-RateLimit-Limit value
+	item        string // the policy name as a structured-field string
+	deny        []byte // 429 body
+	unavailable []byte // 503 body
+}
+
+func newHeader(name string, r core.Rate, style HeaderStyle) (header, error) {
+	item, err := sfString(name)
+	if err != nil {
+		return header{}, err
+	}
+	policy := item + ";q=" + strconv.FormatInt(r.Permits, 10)
+	if r.Interval%time.Second == 0 {
+		// w is whole seconds; a sub-second window is left out rather than
+		// misstated.
+		policy += ";w=" + strconv.FormatInt(int64(r.Interval/time.Second), 10)
+	}
+	deny, err := json.Marshal(problem{
+		Type: ProblemQuotaExceeded, Title: "Too Many Requests", Status: 429,
+		Detail:           "The request quota of this client is used up; retry after the time in Retry-After.",
+		ViolatedPolicies: []string{name},
+	})
+	if err != nil {
+		return header{}, err
+	}
+	unavailable, err := json.Marshal(problem{
+		Type: ProblemReducedCapacity, Title: "Service Unavailable", Status: 503,
+		Detail: "The request could not be checked against its rate limit; retry after the time in Retry-After.",
+	})
+	return header{
+		style: style, policy: policy, limit: strconv.FormatInt(r.Permits, 10),
+		item: item, deny: deny, unavailable: unavailable,
+	}, err
+}
+
+type problem struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail"`
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+}
+
+// sfString quotes name as an RFC 8941 structured-field string.
+func sfString(name string) (string, error) {
+	b := make([]byte, 0, len(name)+2)
+	b = append(b, '"')
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c < 0x20 || c > 0x7e {
+			return "", fmt.Errorf("%w: policy name %q is not printable ASCII", core.ErrInvalidOption, name)
+		}
+		if c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, c)
+	}
+	return string(append(b, '"')), nil
+}
+
+// SetHeaders writes the headers of d. A denial gets Retry-After, in whole
+// seconds rounded up; a failure answered by fail closed gets Retry-After 1.
+// When several policies limit one request, each adds its item to the
+// RateLimit and RateLimit-Policy lists, and the X-RateLimit-* headers are
+// those of the policy with the fewest permits remaining.
+func (p *Policy) SetHeaders(h HeaderWriter, d Decision) {
+	switch d.Outcome {
+	case Failed:
+		if p.failClosed {
+			h.Set(HeaderRetryAfter, FailedRetryAfter)
+		}
+		return
+	case Denied:
+		h.Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(d.Result.RetryAfter, 1), 10))
+	}
+	if p.headers.style == HeadersNone {
+		return
+	}
+	// t and X-RateLimit-Reset: until the request could be granted when
+	// denied, until the quota is full again when allowed.
+	t := ceilSeconds(d.Result.ResetAfter, 0)
+	if d.Outcome == Denied {
+		t = ceilSeconds(d.Result.RetryAfter, 1)
+	}
+	remaining := max(d.Result.Remaining, 0)
+	if p.headers.style != HeadersLegacy {
+		h.Add(HeaderRateLimitPolicy, p.headers.policy)
+		var buf [64]byte
+		b := append(buf[:0], p.headers.item...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+		h.Add(HeaderRateLimit, string(b))
+	}
+	if p.headers.style != HeadersIETF && fewer(h.Get(HeaderRemaining), remaining) {
+		h.Set(HeaderLimit, p.headers.limit)
+		h.Set(HeaderRemaining, strconv.FormatInt(remaining, 10))
+		h.Set(HeaderReset, strconv.FormatInt(t, 10))
+	}
+}
+
+// fewer reports whether remaining is below the X-RateLimit-Remaining value
+// another policy already set, or no policy did.
+func fewer(set string, remaining int64) bool {
+	n, err := strconv.ParseInt(set, 10, 64)
+	return err != nil || remaining < n
+}
+
+// DenyBody is the problem+json body of a 429.
+func (p *Policy) DenyBody() []byte { return p.headers.deny }
+
+// UnavailableBody is the problem+json body of a 503 answered by fail closed.
+func (p *Policy) UnavailableBody() []byte { return p.headers.unavailable }
+
+// ceilSeconds rounds d up to whole seconds, at least least.
+func ceilSeconds(d time.Duration, least int64) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, least)
+}

@@ -1,0 +1,213 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// Policy is one named rate limit applied to requests. It is safe for
+// concurrent use by multiple goroutines.
+type Policy struct {
+	client     *core.Client
+	rate       core.Rate
+	name       string
+	prefix     []byte // escaped name and ':'
+	key        keyfunc.KeyFunc
+	cost       int64
+	maxWait    time.Duration
+	waiters    chan struct{}
+	limOpts    []core.LimiterOption
+	failClosed bool
+	headers    header
+
+	lastLog    atomic.Int64 // unix nanos of the last logged error
+	suppressed atomic.Int64 // errors not logged since
+}
+
+// Outcome is the kind of a Decision.
+type Outcome uint8
+
+const (
+	// Allowed: serve the request.
+	Allowed Outcome = iota
+	// Denied: the request is over the limit.
+	Denied
+	// Failed: no decision (Redis down or slow, no key for the request):
+	// the failure policy applies.
+	Failed
+)
+
+// Decision is the outcome of a Policy for one request.
+type Decision struct {
+	Outcome Outcome
+	// Result is the limiter's answer when Allowed or Denied.
+	Result core.Result
+	// Err says why the decision Failed. It never reaches a response.
+	Err error
+}
+
+// New returns the Policy for rate with settings s. It does no I/O. Invalid
+// settings give an error wrapping core.ErrInvalidRate, core.ErrInvalidPermits,
+// core.ErrPermitsExceedRate or core.ErrInvalidOption.
+func New(c *core.Client, r core.Rate, s Settings) (*Policy, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", core.ErrInvalidOption)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Name == "" {
+		s.Name = DefaultName
+	}
+	if s.Cost == 0 {
+		s.Cost = 1
+	}
+	if s.MaxWaiters == 0 {
+		s.MaxWaiters = DefaultMaxWaiters
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultTimeout
+	}
+	switch {
+	case s.Cost < 1 || s.Cost > r.Permits:
+		return nil, fmt.Errorf("%w: cost %d not in [1, %d]", core.ErrInvalidPermits, s.Cost, r.Permits)
+	case s.MaxWait < 0 || s.MaxWaiters < 0 || s.Timeout < 0:
+		return nil, fmt.Errorf("%w: negative wait, waiters or timeout", core.ErrInvalidOption)
+	case s.Headers < HeadersAll || s.Headers > HeadersNone:
+		return nil, fmt.Errorf("%w: unknown header style %d", core.ErrInvalidOption, s.Headers)
+	}
+	for _, k := range s.Keys {
+		if k == nil {
+			return nil, fmt.Errorf("%w: nil key function", core.ErrInvalidOption)
+		}
+	}
+	h, err := newHeader(s.Name, r, s.Headers)
+	if err != nil {
+		return nil, err
+	}
+	key := keyfunc.IP()
+	switch len(s.Keys) {
+	case 0:
+	case 1:
+		key = s.Keys[0]
+	default:
+		key = keyfunc.Join(s.Keys...)
+	}
+	p := &Policy{
+		client:     c,
+		rate:       r,
+		name:       s.Name,
+		prefix:     append(keyfunc.AppendEscaped(nil, s.Name), ':'),
+		key:        key,
+		cost:       s.Cost,
+		maxWait:    s.MaxWait,
+		waiters:    make(chan struct{}, s.MaxWaiters),
+		limOpts:    []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(s.Timeout)},
+		failClosed: s.FailClosed,
+		headers:    h,
+	}
+	return p, nil
+}
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.name }
+
+// Rate returns the policy's rate.
+func (p *Policy) Rate() core.Rate { return p.rate }
+
+// FailClosed reports whether failed decisions are answered with 503.
+func (p *Policy) FailClosed() bool { return p.failClosed }
+
+var names = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// LimiterName returns the limiter name of req: the escaped policy name,
+// ':' and the request's key parts. The error wraps keyfunc.ErrNoKey when
+// the request has no key.
+func (p *Policy) LimiterName(req keyfunc.Request) (string, error) {
+	bp := names.Get().(*[]byte)
+	b, err := p.key(req, append((*bp)[:0], p.prefix...))
+	name := ""
+	if err == nil {
+		name = string(b)
+	}
+	*bp = b[:0]
+	names.Put(bp)
+	if err != nil {
+		return "", fmt.Errorf("policy %s: %w", p.name, err)
+	}
+	return name, nil
+}
+
+// Decide decides one request: it acquires the policy's cost on the
+// request's limiter, waits for a permit in wait mode, and reports a
+// failure instead of blocking when Redis cannot answer in time.
+func (p *Policy) Decide(req keyfunc.Request) Decision {
+	name, err := p.LimiterName(req)
+	if err != nil {
+		return Decision{Outcome: Failed, Err: err}
+	}
+	l := p.client.Limiter(name, p.limOpts...)
+	ctx := req.Context()
+	r, err := l.TryAcquire(ctx, p.cost)
+	if err != nil {
+		return p.failed(err)
+	}
+	if !r.Allowed && p.fits(ctx, r.RetryAfter) {
+		select {
+		case p.waiters <- struct{}{}:
+			w, err := l.TryAcquireWithin(ctx, p.cost, p.maxWait)
+			<-p.waiters
+			switch {
+			case ctx.Err() != nil: // the client went away: keep the denial
+			case err != nil:
+				return p.failed(err)
+			default:
+				r = w
+			}
+		default: // too many waiters: reject at once
+		}
+	}
+	if r.Allowed {
+		return Decision{Outcome: Allowed, Result: r}
+	}
+	return Decision{Outcome: Denied, Result: r}
+}
+
+// fits reports whether a wait of d fits in the maximum wait and in what is
+// left of ctx's deadline.
+func (p *Policy) fits(ctx context.Context, d time.Duration) bool {
+	if d > p.maxWait {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return !ok || d <= time.Until(dl)
+}
+
+func (p *Policy) failed(err error) Decision {
+	return Decision{Outcome: Failed, Err: fmt.Errorf("policy %s: %w", p.name, err)}
+}
+
+// LogError is the default error handler of every adapter: it logs err with
+// log/slog at level WARN, at most once a second per policy, counting the
+// errors it leaves out, so a Redis outage cannot flood the log.
+func (p *Policy) LogError(ctx context.Context, err error) {
+	now := time.Now().UnixNano()
+	last := p.lastLog.Load()
+	if now-last < int64(time.Second) || !p.lastLog.CompareAndSwap(last, now) {
+		p.suppressed.Add(1)
+		return
+	}
+	outcome := "served (fail open)"
+	if p.failClosed {
+		outcome = "rejected with 503 (fail closed)"
+	}
+	slog.WarnContext(ctx, "rate limiter: no decision", "policy", p.name, "err", err,
+		"request", outcome, "similar_errors_not_logged", p.suppressed.Swap(0))
+}
