@@ -438,4 +438,3 @@ func Run(t *testing.T, a Adapter) {
 		assert.Equal(t, http.StatusOK, c.get("/q", HeaderUser, "y").status)
 	})
 }
-
