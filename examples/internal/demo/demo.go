@@ -1,0 +1,70 @@
+// Package demo holds what the example servers share: where Redis is, where
+// to listen, and the demo's stand-in for authentication.
+package demo
+
+import (
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/core"
+)
+
+// UserKey is the request-scoped key under which the examples store the
+// signed-in user.
+const UserKey = "user"
+
+// UserHeader is the header the demo trusts as "authentication". A real
+// service takes the user from its session or token middleware instead.
+const UserHeader = "X-User"
+
+// Addr is where the example listens: $ADDR, else 127.0.0.1:8080.
+func Addr() string {
+	if a := os.Getenv("ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:8080"
+}
+
+// Client returns a redlimit client on the Redis at $REDIS_URL (for
+// instance redis://localhost:6379/0), or, when REDIS_URL is unset, on an
+// embedded Redis (miniredis) started in this process, and says which.
+func Client() (*core.Client, func()) {
+	var rdb *redis.Client
+	stop := func() {}
+	if url := os.Getenv("REDIS_URL"); url != "" {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			log.Fatalf("REDIS_URL: %v", err)
+		}
+		rdb = redis.NewClient(opts)
+		log.Printf("using Redis at %s", opts.Addr)
+	} else {
+		mr, err := miniredis.Run()
+		if err != nil {
+			log.Fatalf("embedded Redis: %v", err)
+		}
+		rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		stop = mr.Close
+		log.Printf("REDIS_URL is unset: using an embedded Redis (miniredis) at %s; set REDIS_URL=redis://host:6379 to share limits between processes", mr.Addr())
+	}
+	c, err := core.New(rdb, core.WithKeyPrefix("example:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c, func() { _ = rdb.Close(); stop() }
+}
+
+// Banner prints how to try the example.
+func Banner(framework string) {
+	fmt.Printf(`%s example listening on http://%s
+  GET  /        10 requests per 10 s per client IP
+  POST /login   also 1 per 2 s per IP; waits up to 3 s for a permit
+  GET  /me      also 5 per minute per user (send %s: alice)
+  GET  /health  not limited
+Try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\n' http://%s/; done
+`, framework, Addr(), UserHeader, Addr())
+}

@@ -1,0 +1,62 @@
+// Command nethttp is an example API limited with nethttprl: a global
+// per-IP limit, a strict login limit in wait mode, and a per-user limit.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/examples/internal/demo"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/nethttprl"
+)
+
+type userKey struct{}
+
+func main() {
+	client, stop := demo.Client()
+	defer stop()
+
+	perIP := nethttprl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
+		nethttprl.WithName("global"),
+		nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
+	login := nethttprl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
+		nethttprl.WithName("login"), nethttprl.WithWait(3*time.Second))
+	perUser := nethttprl.New(client, core.PerMinute(5),
+		nethttprl.WithName("user"), nethttprl.WithKey(keyfunc.User(userKey{})))
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	})
+	mux.Handle("POST /login", login(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "logged in")
+	})))
+	mux.Handle("GET /me", authenticate(perUser(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello, %s\n", r.Context().Value(userKey{}))
+	}))))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+
+	demo.Banner("net/http")
+	srv := &http.Server{Addr: demo.Addr(), Handler: perIP(mux), ReadHeaderTimeout: 5 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+// authenticate is the demo's stand-in for real authentication: it takes
+// the user from a header.
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user := r.Header.Get(demo.UserHeader)
+		if user == "" {
+			http.Error(w, "send "+demo.UserHeader, http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+	})
+}
