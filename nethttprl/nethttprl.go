@@ -91,8 +91,9 @@ func New(c *core.Client, rate core.Rate, opts ...Option) func(http.Handler) http
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
-				h.fail(w, r, nil, err)
-				http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+				if !h.fail(w, r, nil, err) {
+					http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+				}
 				return
 			}
 			if h.skip != nil && h.skip(r) {
@@ -128,9 +129,7 @@ func New(c *core.Client, rate core.Rate, opts ...Option) func(http.Handler) http
 // the handler wrote a response.
 func (h *handlers) fail(w http.ResponseWriter, r *http.Request, p *policy.Policy, err error) bool {
 	if h.onError == nil {
-		if p != nil {
-			p.LogError(r.Context(), err)
-		}
+		p.LogError(r.Context(), err)
 		return false
 	}
 	rw := &watch{ResponseWriter: w}

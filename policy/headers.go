@@ -165,6 +165,9 @@ func (p *Policy) SetHeaders(h HeaderWriter, d Decision) {
 // fewer reports whether remaining is below the X-RateLimit-Remaining value
 // another policy already set, or no policy did.
 func fewer(set string, remaining int64) bool {
+	if set == "" {
+		return true
+	}
 	n, err := strconv.ParseInt(set, 10, 64)
 	return err != nil || remaining < n
 }

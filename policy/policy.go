@@ -27,8 +27,7 @@ type Policy struct {
 	failClosed bool
 	headers    header
 
-	lastLog    atomic.Int64 // unix nanos of the last logged error
-	suppressed atomic.Int64 // errors not logged since
+	log throttle
 }
 
 // Outcome is the kind of a Decision.
@@ -194,14 +193,40 @@ func (p *Policy) failed(err error) Decision {
 	return Decision{Outcome: Failed, Err: fmt.Errorf("policy %s: %w", p.name, err)}
 }
 
+// throttle lets one log line through per second.
+type throttle struct {
+	last       atomic.Int64 // unix nanos of the last line
+	suppressed atomic.Int64 // lines left out since
+}
+
+// allow reports whether to log now, and how many lines were left out.
+func (t *throttle) allow() (bool, int64) {
+	now := time.Now().UnixNano()
+	last := t.last.Load()
+	if now-last < int64(time.Second) || !t.last.CompareAndSwap(last, now) {
+		t.suppressed.Add(1)
+		return false, 0
+	}
+	return true, t.suppressed.Swap(0)
+}
+
+// invalid throttles the errors of policies that could not be built.
+var invalid throttle
+
 // LogError is the default error handler of every adapter: it logs err with
 // log/slog at level WARN, at most once a second per policy, counting the
-// errors it leaves out, so a Redis outage cannot flood the log.
+// errors it leaves out, so a Redis outage cannot flood the log. On a nil
+// Policy (New failed: the adapter answers 500) it logs the configuration
+// error.
 func (p *Policy) LogError(ctx context.Context, err error) {
-	now := time.Now().UnixNano()
-	last := p.lastLog.Load()
-	if now-last < int64(time.Second) || !p.lastLog.CompareAndSwap(last, now) {
-		p.suppressed.Add(1)
+	if p == nil {
+		if ok, n := invalid.allow(); ok {
+			slog.ErrorContext(ctx, "rate limiter: invalid options, answering 500", "err", err, "similar_errors_not_logged", n)
+		}
+		return
+	}
+	ok, n := p.log.allow()
+	if !ok {
 		return
 	}
 	outcome := "served (fail open)"
@@ -209,5 +234,5 @@ func (p *Policy) LogError(ctx context.Context, err error) {
 		outcome = "rejected with 503 (fail closed)"
 	}
 	slog.WarnContext(ctx, "rate limiter: no decision", "policy", p.name, "err", err,
-		"request", outcome, "similar_errors_not_logged", p.suppressed.Swap(0))
+		"request", outcome, "similar_errors_not_logged", n)
 }

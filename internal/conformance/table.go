@@ -377,7 +377,14 @@ func Run(t *testing.T, a Adapter) {
 	t.Run("invalid options fail loudly", func(t *testing.T) {
 		t.Parallel()
 		ap, c := one(t, Limit{Name: "bad", Rate: perMinute(1), Cost: 5, OnError: ErrorObserve})
-		assert.Equal(t, http.StatusInternalServerError, c.get("/a").status)
+		r := c.get("/a")
+		assert.Equal(t, http.StatusInternalServerError, r.status)
+		assert.NotContains(t, r.body, "permits", "no error text in the response")
+		assert.ErrorIs(t, <-ap.Errors, core.ErrInvalidPermits)
+		ap, c = one(t, Limit{Name: "bad", Rate: perMinute(1), Cost: 5, OnError: ErrorRespond})
+		r = c.get("/a")
+		assert.Equal(t, http.StatusInternalServerError, r.status)
+		assert.Equal(t, "custom error", r.body, "the error handler's answer stands alone")
 		assert.ErrorIs(t, <-ap.Errors, core.ErrInvalidPermits)
 	})
 

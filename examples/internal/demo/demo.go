@@ -13,8 +13,9 @@ import (
 	"github.com/redlimit/redlimit/core"
 )
 
-// UserKey is the request-scoped key under which the examples store the
-// signed-in user.
+// UserKey is the key under which the gin, echo and fiber examples store
+// the signed-in user in their request-scoped values (the net/http example
+// uses a context key of its own type, as context keys should be).
 const UserKey = "user"
 
 // UserHeader is the header the demo trusts as "authentication". A real

@@ -1,0 +1,97 @@
+package echorl_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redlimit/redlimit/echorl"
+	"github.com/redlimit/redlimit/internal/conformance"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+const userKey = "user"
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Adapter{
+		Name:        "echorl",
+		Serve:       serve,
+		UserKey:     userKey,
+		Peer:        netip.MustParseAddr("127.0.0.1"),
+		Disconnects: true,
+	})
+}
+
+func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
+	limits := func(ls []conformance.Limit) []echo.MiddlewareFunc {
+		m := make([]echo.MiddlewareFunc, len(ls))
+		for i, l := range ls {
+			m[i] = echorl.New(app.Client, l.Rate, options(app, l)...)
+		}
+		return m
+	}
+	e := echo.New()
+	e.HideBanner = true
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ctx, cancel := conformance.Controls(c.Request().Context(), c.Request().Header.Get)
+			defer cancel()
+			c.SetRequest(c.Request().WithContext(ctx))
+			if u := c.Request().Header.Get(conformance.HeaderUser); u != "" {
+				c.Set(userKey, u)
+			}
+			return next(c)
+		}
+	})
+	e.Use(limits(app.Global)...)
+	ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+	for _, r := range app.Routes {
+		path := strings.NewReplacer("{", ":", "}", "").Replace(r.Path)
+		e.GET(path, ok, limits(r.Limits)...)
+	}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return func(req *http.Request) (*http.Response, error) {
+		req.URL.Host = srv.Listener.Addr().String()
+		return srv.Client().Do(req)
+	}
+}
+
+func options(app conformance.App, l conformance.Limit) []echorl.Option {
+	o := []echorl.Option{
+		echorl.WithName(l.Name), echorl.WithKey(l.Keys...), echorl.WithCost(l.Cost),
+		echorl.WithWait(l.MaxWait), echorl.WithMaxWaiters(l.MaxWaiters),
+		echorl.WithTimeout(l.Timeout), echorl.WithHeaders(l.Headers),
+	}
+	if l.FailClosed {
+		o = append(o, echorl.WithFailClosed())
+	}
+	if l.SkipPath != "" {
+		o = append(o, echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == l.SkipPath }))
+	}
+	if l.Deny {
+		o = append(o, echorl.WithDenyHandler(func(c echo.Context) error {
+			res, _ := echorl.ResultFrom(c)
+			return c.String(http.StatusTeapot, conformance.DenyBody(res))
+		}))
+	}
+	switch l.OnError {
+	case conformance.ErrorObserve:
+		o = append(o, echorl.WithErrorHandler(func(_ echo.Context, err error) error {
+			app.Report(err)
+			return nil
+		}))
+	case conformance.ErrorRespond:
+		o = append(o, echorl.WithErrorHandler(func(c echo.Context, err error) error {
+			app.Report(err)
+			return c.String(http.StatusInternalServerError, "custom error")
+		}))
+	}
+	return o
+}

@@ -1,0 +1,63 @@
+// Command echo is an example API limited with echorl: a global per-IP
+// limit, a strict login limit in wait mode, and a per-user limit.
+package main
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/echorl"
+	"github.com/redlimit/redlimit/examples/internal/demo"
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+func main() {
+	client, stop := demo.Client()
+	defer stop()
+
+	perIP := echorl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
+		echorl.WithName("global"),
+		echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == "/health" }))
+	login := echorl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
+		echorl.WithName("login"), echorl.WithWait(3*time.Second))
+	perUser := echorl.New(client, core.PerMinute(5),
+		echorl.WithName("user"), echorl.WithKey(keyfunc.User(demo.UserKey)))
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(perIP)
+	e.GET("/", func(c echo.Context) error {
+		return c.String(http.StatusOK, "hello\n")
+	})
+	e.POST("/login", func(c echo.Context) error {
+		return c.String(http.StatusOK, "logged in\n")
+	}, login)
+	e.GET("/me", func(c echo.Context) error {
+		return c.String(http.StatusOK, fmt.Sprintf("hello, %s\n", c.Get(demo.UserKey)))
+	}, authenticate, perUser)
+	e.GET("/health", func(c echo.Context) error {
+		return c.String(http.StatusOK, "ok\n")
+	})
+
+	demo.Banner("echo")
+	e.Server.ReadHeaderTimeout = 5 * time.Second
+	log.Fatal(e.Start(demo.Addr()))
+}
+
+// authenticate is the demo's stand-in for real authentication: it takes
+// the user from a header.
+func authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		user := c.Request().Header.Get(demo.UserHeader)
+		if user == "" {
+			return echo.NewHTTPError(http.StatusUnauthorized, "send "+demo.UserHeader)
+		}
+		c.Set(demo.UserKey, user)
+		return next(c)
+	}
+}

@@ -1,0 +1,92 @@
+package fiberrl_test
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
+
+	"github.com/redlimit/redlimit/fiberrl"
+	"github.com/redlimit/redlimit/internal/conformance"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+const userKey = "user"
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Adapter{
+		Name:    "fiberrl",
+		Serve:   serve,
+		UserKey: userKey,
+		// app.Test serves a connection whose remote address is 0.0.0.0:0.
+		Peer:        netip.MustParseAddr("0.0.0.0"),
+		Disconnects: false,
+	})
+}
+
+func serve(_ *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
+	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f.Use(func(c *fiber.Ctx) error {
+		ctx, cancel := conformance.Controls(c.UserContext(), func(name string) string { return c.Get(name) })
+		defer cancel()
+		c.SetUserContext(ctx)
+		if u := c.Get(conformance.HeaderUser); u != "" {
+			c.Locals(userKey, utils.CopyString(u))
+		}
+		return c.Next()
+	})
+	for _, l := range app.Global {
+		f.Use(fiberrl.New(app.Client, l.Rate, options(app, l)...))
+	}
+	for _, r := range app.Routes {
+		chain := make([]fiber.Handler, 0, len(r.Limits)+1)
+		for _, l := range r.Limits {
+			chain = append(chain, fiberrl.New(app.Client, l.Rate, options(app, l)...))
+		}
+		chain = append(chain, func(c *fiber.Ctx) error { return c.SendString("ok") })
+		f.Get(fiberPath(r.Path), chain...)
+	}
+	return func(req *http.Request) (*http.Response, error) { return f.Test(req, -1) }
+}
+
+// fiberPath translates "/users/{id}" to "/users/:id".
+func fiberPath(p string) string {
+	p = strings.ReplaceAll(p, "{", ":")
+	return strings.ReplaceAll(p, "}", "")
+}
+
+func options(app conformance.App, l conformance.Limit) []fiberrl.Option {
+	o := []fiberrl.Option{
+		fiberrl.WithName(l.Name), fiberrl.WithKey(l.Keys...), fiberrl.WithCost(l.Cost),
+		fiberrl.WithWait(l.MaxWait), fiberrl.WithMaxWaiters(l.MaxWaiters),
+		fiberrl.WithTimeout(l.Timeout), fiberrl.WithHeaders(l.Headers),
+	}
+	if l.FailClosed {
+		o = append(o, fiberrl.WithFailClosed())
+	}
+	if l.SkipPath != "" {
+		o = append(o, fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == l.SkipPath }))
+	}
+	if l.Deny {
+		o = append(o, fiberrl.WithDenyHandler(func(c *fiber.Ctx) error {
+			res, _ := fiberrl.ResultFrom(c)
+			return c.Status(fiber.StatusTeapot).SendString(conformance.DenyBody(res))
+		}))
+	}
+	switch l.OnError {
+	case conformance.ErrorObserve:
+		o = append(o, fiberrl.WithErrorHandler(func(_ *fiber.Ctx, err error) error { app.Report(err); return nil }))
+	case conformance.ErrorRespond:
+		// The handler answers and returns nil: its answer stands.
+		o = append(o, fiberrl.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+			app.Report(err)
+			return c.Status(fiber.StatusInternalServerError).SendString("custom error")
+		}))
+	}
+	return o
+}

@@ -1,0 +1,111 @@
+package ginrl_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/redlimit/redlimit/ginrl"
+	"github.com/redlimit/redlimit/internal/conformance"
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// userKey is where the pre-middleware stores X-User, with c.Set.
+const userKey = "user"
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Adapter{
+		Name:        "ginrl",
+		Serve:       serve,
+		UserKey:     userKey,
+		Peer:        netip.MustParseAddr("127.0.0.1"),
+		Disconnects: true,
+	})
+}
+
+func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
+	gin.SetMode(gin.TestMode)
+	engine := gin.New()
+	engine.Use(func(c *gin.Context) {
+		ctx, cancel := conformance.Controls(c.Request.Context(), c.GetHeader)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		if u := c.GetHeader(conformance.HeaderUser); u != "" {
+			c.Set(userKey, u)
+		}
+		c.Next()
+	})
+	for _, l := range app.Global {
+		engine.Use(ginrl.New(app.Client, l.Rate, options(app, l)...))
+	}
+	ok := func(c *gin.Context) { c.String(http.StatusOK, "ok") }
+	for _, r := range app.Routes {
+		var chain []gin.HandlerFunc
+		for _, l := range r.Limits {
+			chain = append(chain, ginrl.New(app.Client, l.Rate, options(app, l)...))
+		}
+		engine.GET(ginPath(r.Path), append(chain, ok)...)
+	}
+	srv := httptest.NewServer(engine)
+	t.Cleanup(srv.Close)
+	return func(req *http.Request) (*http.Response, error) {
+		req.URL.Host = srv.Listener.Addr().String()
+		return srv.Client().Do(req)
+	}
+}
+
+// ginPath turns the parameters of a conformance path, "{id}", into gin's ":id".
+func ginPath(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			segs[i] = ":" + s[1:len(s)-1]
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+func options(app conformance.App, l conformance.Limit) []ginrl.Option {
+	o := []ginrl.Option{
+		ginrl.WithName(l.Name), ginrl.WithKey(l.Keys...), ginrl.WithCost(l.Cost),
+		ginrl.WithWait(l.MaxWait), ginrl.WithMaxWaiters(l.MaxWaiters),
+		ginrl.WithTimeout(l.Timeout), ginrl.WithHeaders(l.Headers),
+	}
+	if l.FailClosed {
+		o = append(o, ginrl.WithFailClosed())
+	}
+	if l.SkipPath != "" {
+		o = append(o, ginrl.WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == l.SkipPath }))
+	}
+	if l.Deny {
+		o = append(o, ginrl.WithDenyHandler(func(c *gin.Context) {
+			res, _ := ginrl.ResultFrom(c)
+			c.String(http.StatusTeapot, conformance.DenyBody(res))
+		}))
+	}
+	switch l.OnError {
+	case conformance.ErrorObserve:
+		o = append(o, ginrl.WithErrorHandler(func(_ *gin.Context, err error) { app.Report(err) }))
+	case conformance.ErrorRespond:
+		o = append(o, ginrl.WithErrorHandler(func(c *gin.Context, err error) {
+			app.Report(err)
+			c.String(http.StatusInternalServerError, "custom error")
+			c.Abort()
+		}))
+	}
+	return o
+}
+
+// TestResultFrom checks that ResultFrom finds nothing outside a denial.
+func TestResultFrom(t *testing.T) {
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	if _, ok := ginrl.ResultFrom(c); ok {
+		t.Fatal("a result outside a denial")
+	}
+}
