@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type Client struct {
 	clientID string
 	clock    clock
 	denials  *denialCache // nil when disabled
+	batch    *batcher     // nil when coalescing is off
 }
 
 // An Option configures a Client.
@@ -83,6 +85,27 @@ func WithDenialCache(enabled bool) Option {
 	})
 }
 
+// WithCoalescing sets how many decision round trips may be in flight at
+// once (the default is GOMAXPROCS). A decision that finds fewer makes
+// its own round trip at once; decisions that find them all busy wait and
+// share the next one, sent as one pipeline, so concurrent callers cost
+// Redis far fewer reads, writes and wake-ups. 0 turns coalescing off: every
+// decision is its own round trip. Turn it off when go-redis reaches Redis
+// over an unbuffered connection such as net.Pipe (miniredis's Dial), on
+// which a pipeline blocks until its write times out.
+func WithCoalescing(maxInFlight int) Option {
+	return optionFunc(func(c *Client) error {
+		if maxInFlight < 0 {
+			return fmt.Errorf("%w: negative round trips in flight", ErrInvalidOption)
+		}
+		c.batch = nil
+		if maxInFlight > 0 {
+			c.batch = &batcher{rdb: c.rdb, max: maxInFlight}
+		}
+		return nil
+	})
+}
+
 // New returns a Client that keeps its limiters in rdb, which may be a
 // single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
 // service can start while Redis is down; it only checks its arguments.
@@ -90,7 +113,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}}
+	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{},
+		batch: &batcher{rdb: rdb, max: runtime.GOMAXPROCS(0)}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -135,20 +159,24 @@ func checkName(name string) error {
 	return nil
 }
 
-// keysFor returns the five keys of limiter name, in the order every script
-// takes them: config, value, client value, permits, client permits.
-func (c *Client) keysFor(name string) []string {
-	base := "{" + name + "}:"
+// keysFor sets the five keys of limiter name, in the order every script
+// takes them: config, value, client value, permits, client permits. The
+// suffixed keys are slices of one string: one allocation.
+func (c *Client) keysFor(name string, keys *[5]string) {
+	open, end := "{", "}:"
 	if strings.IndexByte(name, '{') >= 0 {
-		base = name + ":"
+		open, end = "", ":"
 	}
-	return []string{
-		name,
-		base + "value",
-		base + "value:" + c.clientID,
-		base + "permits",
-		base + "permits:" + c.clientID,
-	}
+	id := c.clientID
+	s := open + name + end + "value:" + id + open + name + end + "permits:" + id
+	base := len(open) + len(name) + len(end)
+	values := s[:base+len("value:")+len(id)]
+	permits := s[len(values):]
+	keys[0] = name
+	keys[1] = values[:base+len("value")]
+	keys[2] = values
+	keys[3] = permits[:base+len("permits")]
+	keys[4] = permits
 }
 
 // newUUID returns a random (version 4) UUID in its 36-character form.

@@ -301,10 +301,35 @@ func TestKeysNeverLeakWithRate(t *testing.T) {
 		require.True(t, tryAcquire(t, l, 1))
 		cfg, err := l.Config(bg)
 		require.NoError(t, err)
-		assert.Equal(t, 200*time.Millisecond, cfg.KeepAlive, "a zero keepAlive means one interval")
+		assert.Equal(t, 400*time.Millisecond, cfg.KeepAlive, "a zero keepAlive means two intervals")
 		assertTTLs(t, e, l, true)
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(450 * time.Millisecond)
 		assert.Zero(t, e.exists(t, core.Keys(l)...))
+	})
+}
+
+// A code-defined rate renews its keys' TTLs only when the log's falls below
+// one interval: after every grant, every key still lives at least one
+// interval (so no grant is forgotten while it counts) and at most keepAlive.
+func TestKeysLiveAtLeastOneIntervalPastEachGrant(t *testing.T) {
+	runMini(t, func(t *testing.T, e *env) {
+		const interval, keepAlive = 200 * time.Millisecond, 600 * time.Millisecond
+		r := rate(core.Overall, 1000, interval)
+		r.KeepAlive = keepAlive
+		l := e.limiter(t, core.WithRate(r))
+		for i := 0; i < 40; i++ {
+			require.True(t, tryAcquire(t, l, 1))
+			for _, k := range core.Keys(l)[:2] {
+				ttl, err := e.rdb.PTTL(bg, k).Result()
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, ttl, interval, "grant %d, key %s", i, k)
+				assert.LessOrEqual(t, ttl, keepAlive)
+			}
+			ttl, err := e.rdb.PTTL(bg, core.Keys(l)[3]).Result()
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, ttl, interval)
+			time.Sleep(70 * time.Millisecond)
+		}
 	})
 }
 

@@ -6,7 +6,7 @@ import "time"
 func DecisionTime(r Result) time.Time { return time.UnixMilli(r.at) }
 
 // Keys returns the five Redis keys of l, in script order.
-func Keys(l *Limiter) []string { return append([]string(nil), l.keys...) }
+func Keys(l *Limiter) []string { return append([]string(nil), l.keys[:]...) }
 
 // CachedDenials returns the number of entries in c's denial cache.
 func CachedDenials(c *Client) int64 {

@@ -15,15 +15,19 @@ import (
 // around a name: create them freely, for instance one per client IP.
 // A Limiter is safe for concurrent use by multiple goroutines.
 type Limiter struct {
-	c    *Client
-	name string
-	keys []string // config, value, value:<id>, permits, permits:<id>
-	err  error    // a bad name or option, returned by every call
+	c       *Client
+	name    string
+	keys    [5]string     // config, value, value:<id>, permits, permits:<id>
+	err     error         // a bad name or option, returned by every call
+	coded   *codedRate    // the rate given with WithRate, or nil
+	timeout time.Duration // bound of each round trip, when > 0
+}
 
-	rate     Rate          // code-defined rate, when hasRate
-	hasRate  bool          //
-	rateArgs []any         // rate, interval ms, type, keepAlive ms, as script args
-	timeout  time.Duration // bound of each round trip, when > 0
+// codedRate is a rate given with WithRate, with its script arguments
+// formatted once.
+type codedRate struct {
+	rate Rate
+	args [4]string // rate, interval ms, type, keepAlive ms
 }
 
 // A LimiterOption configures a Limiter.
@@ -43,12 +47,13 @@ func (f limiterOptionFunc) apply(l *Limiter) error { return f(l) }
 // anyway. When several processes give different rates for one name, the
 // last writer wins.
 func WithRate(r Rate) LimiterOption {
+	if err := r.Validate(); err != nil {
+		return limiterOptionFunc(func(*Limiter) error { return err })
+	}
+	r = r.withKeepAlive()
+	cr := &codedRate{rate: r, args: rateStrings(r)}
 	return limiterOptionFunc(func(l *Limiter) error {
-		if err := r.Validate(); err != nil {
-			return err
-		}
-		l.rate, l.hasRate = r.withKeepAlive(), true
-		l.rateArgs = rateArgs(l.rate)
+		l.coded = cr
 		return nil
 	})
 }
@@ -87,7 +92,7 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 			return l
 		}
 	}
-	l.keys = c.keysFor(l.name)
+	c.keysFor(l.name, &l.keys)
 	return l
 }
 
@@ -148,7 +153,7 @@ func (l *Limiter) setRate(ctx context.Context, r Rate, mode string) (bool, error
 	}
 	defer l.forget()
 	args := append(rateArgs(r), mode)
-	n, err := l.eval(ctx, scriptSetRate, l.keys, args...).Int64()
+	n, err := l.eval(ctx, scriptSetRate, l.keys[:], args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("core: %s rate: %w", mode, err)
 	}
@@ -189,27 +194,30 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 			return r, nil
 		}
 	}
-	m := newMember(permits)
-	args := make([]any, 2, 6)
-	args[0], args[1] = permits, m[:]
-	args = append(args, l.rateArgs...)
-	v, err := l.eval(ctx, scriptAcquire, l.keys, args...).Int64Slice()
+	ctx, cancel := l.callContext(ctx)
+	var v [10]int64
+	n, err := l.c.evalAcquire(ctx, l, permits, &v)
+	cancel()
 	if err != nil {
 		return Result{}, fmt.Errorf("core: acquire: %w", err)
 	}
-	if err := replyError(v, permits); err != nil {
+	if err := replyError(v[:n], permits); err != nil {
 		return Result{}, err
-	}
-	if len(v) < 10 {
-		return Result{}, fmt.Errorf("core: acquire: unexpected reply of %d values", len(v))
 	}
 	r := Result{
 		Allowed:    v[1] == 1,
 		Remaining:  v[2],
 		RetryAfter: time.Duration(v[3]) * time.Millisecond,
 		ResetAfter: time.Duration(v[4]) * time.Millisecond,
-		Rate:       parseRate(v[5:9]),
-		at:         v[9],
+		at:         v[5],
+	}
+	switch {
+	case n == 10:
+		r.Rate = parseRate(v[6:10])
+	case l.coded != nil && n == 6:
+		r.Rate = l.coded.rate
+	default:
+		return Result{}, fmt.Errorf("core: acquire: unexpected reply of %d values", n)
 	}
 	if !r.Allowed && l.c.denials != nil {
 		l.c.denials.put(l.name, permits, sent, r)
@@ -286,10 +294,8 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 		return err
 	}
 	defer l.forget()
-	args := make([]any, 1, 5)
-	args[0] = permits
-	args = append(args, l.rateArgs...)
-	v, err := l.eval(ctx, scriptRelease, l.keys, args...).Int64Slice()
+	args := append([]any{permits}, l.codedArgs()...)
+	v, err := l.eval(ctx, scriptRelease, l.keys[:], args...).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("core: release: %w", err)
 	}
@@ -302,7 +308,7 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	v, err := l.eval(ctx, scriptAvailable, l.keys, l.rateArgs...).Int64Slice()
+	v, err := l.eval(ctx, scriptAvailable, l.keys[:], l.codedArgs()...).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("core: available permits: %w", err)
 	}
@@ -333,7 +339,7 @@ func (l *Limiter) expire(ctx context.Context, ms int64) (bool, error) {
 	if l.err != nil {
 		return false, l.err
 	}
-	n, err := l.eval(ctx, scriptExpire, l.keys, ms).Int64()
+	n, err := l.eval(ctx, scriptExpire, l.keys[:], ms).Int64()
 	if err != nil {
 		return false, fmt.Errorf("core: expire: %w", err)
 	}
@@ -350,7 +356,7 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 	defer l.forget()
 	ctx, cancel := l.callContext(ctx)
 	defer cancel()
-	n, err := l.c.rdb.Del(ctx, l.keys...).Result()
+	n, err := l.c.rdb.Del(ctx, l.keys[:]...).Result()
 	if err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
 	}
@@ -387,8 +393,8 @@ func (l *Limiter) checkPermits(n int64) error {
 		return l.err
 	case n < 1 || n > MaxPermits:
 		return fmt.Errorf("%w: %d not in [1, %d]", ErrInvalidPermits, n, int64(MaxPermits))
-	case l.hasRate && n > l.rate.Permits:
-		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.rate.Permits)
+	case l.coded != nil && n > l.coded.rate.Permits:
+		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.coded.rate.Permits)
 	}
 	return nil
 }
@@ -404,8 +410,8 @@ func replyError(v []int64, permits int64) error {
 	case codeNotInitialized:
 		return ErrNotInitialized
 	case codeExceedsRate:
-		if len(v) > 5 {
-			return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, permits, v[5])
+		if len(v) > 1 {
+			return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, permits, v[1])
 		}
 		return ErrPermitsExceedRate
 	case codeInvalidConfig:
@@ -424,9 +430,10 @@ func parseRate(v []int64) Rate {
 	}
 }
 
-// rateArgs encodes r as the scripts take it.
-func rateArgs(r Rate) []any {
-	return []any{
+// rateStrings formats r as the scripts take it: rate, interval ms, type,
+// keepAlive ms.
+func rateStrings(r Rate) [4]string {
+	return [4]string{
 		strconv.FormatInt(r.Permits, 10),
 		strconv.FormatInt(r.Interval.Milliseconds(), 10),
 		strconv.Itoa(int(r.Type)),
@@ -434,17 +441,32 @@ func rateArgs(r Rate) []any {
 	}
 }
 
+// rateArgs formats r as script arguments.
+func rateArgs(r Rate) []any {
+	a := rateStrings(r)
+	return []any{a[0], a[1], a[2], a[3]}
+}
+
+// codedArgs returns the code-defined rate's script arguments, or none.
+func (l *Limiter) codedArgs() []any {
+	if l.coded == nil {
+		return nil
+	}
+	a := &l.coded.args
+	return []any{&a[0], &a[1], &a[2], &a[3]}
+}
+
 // newMember returns a log member for one acquire: Redisson's 21-byte layout,
 // the byte 0x10, a random 16-byte id, then the permits as a little-endian
 // uint32. The id also makes the acquire idempotent: a resent script finds
 // its member and does not consume again.
-func newMember(permits int64) [21]byte {
+func newMember(permits int64) string {
 	var m [21]byte
 	m[0] = 16
 	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
 	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
 	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
-	return m
+	return string(m[:])
 }
 
 // jitter returns a small random delay added to a wait, so that waiters that

@@ -47,8 +47,10 @@ type Rate struct {
 	Interval time.Duration
 	// KeepAlive is how long the limiter's keys live in Redis after its last
 	// write. Zero means no TTL, except for a rate given with WithRate, which
-	// always expires: there a zero KeepAlive means one Interval. A non-zero
-	// KeepAlive must be whole milliseconds and at least Interval.
+	// always expires: there a zero KeepAlive means two Intervals, and the
+	// keys of an idle limiter live between one Interval (after which it is
+	// full again, as if new) and KeepAlive. A non-zero KeepAlive must be
+	// whole milliseconds and at least Interval.
 	KeepAlive time.Duration
 }
 
@@ -92,6 +94,9 @@ func (r Rate) String() string {
 func (r Rate) withKeepAlive() Rate {
 	if r.KeepAlive == 0 {
 		r.KeepAlive = r.Interval
+		if r.Interval <= math.MaxInt64/2 {
+			r.KeepAlive = 2 * r.Interval
+		}
 	}
 	return r
 }

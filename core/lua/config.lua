@@ -1,7 +1,8 @@
 -- config.lua: the stored config, checked by the same rules as every script.
 -- Reply: {code, rate, interval, type, keepAlive}
 
-local cfg = read_config(KEYS[1])
+local L = lib()
+local cfg = L.read_config(KEYS[1])
 if cfg == nil then
   return { 1 }
 elseif cfg == false then

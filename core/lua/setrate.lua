@@ -3,9 +3,10 @@
 -- keep the history; a type change clears the state).
 -- ARGV[1..4] rate, interval ms, type, keepAlive ms. Reply: 1 written, 0 not.
 
-local old = read_config(KEYS[1])
+local L = lib()
+local old = L.read_config(KEYS[1])
 if ARGV[5] == 'update' and redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-change_config(old, argv_config(1), ARGV[5] == 'update', now_ms())
+L.change_config(old, L.argv_config(1), ARGV[5] == 'update', L.now_ms())
 return 1

@@ -1,0 +1,128 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batcher coalesces concurrent decisions into shared round trips. A call
+// that finds fewer than max round trips in flight makes its own at once, so
+// a lone caller pays nothing; calls that find them all busy queue up, and
+// each round trip that ends takes the whole queue with it as one pipeline.
+// Throughput then grows with concurrency instead of with connections.
+type batcher struct {
+	rdb   redis.UniversalClient
+	max   int // round trips in flight at once
+	mu    sync.Mutex
+	busy  int       // round trips in flight
+	queue []*waiter // calls waiting for a round trip
+}
+
+// waiter is one queued call.
+type waiter struct {
+	cmd      *redis.Cmd
+	deadline time.Time     // the caller's deadline; zero if none
+	done     chan struct{} // signalled once, when cmd has its reply
+	gone     bool          // the caller stopped waiting (its context ended)
+}
+
+// do runs cmd, alone or in a pipeline with other calls, and returns when
+// cmd has its reply or ctx is done.
+func (b *batcher) do(ctx context.Context, cmd *redis.Cmd) error {
+	b.mu.Lock()
+	if b.busy < b.max {
+		b.busy++
+		b.mu.Unlock()
+		_ = b.rdb.Process(ctx, cmd)
+		b.next()
+		return nil
+	}
+	// Not pooled: a channel made inside a testing/synctest bubble must not
+	// be used outside it, and users' tests may run this in bubbles.
+	w := &waiter{cmd: cmd, done: make(chan struct{}, 1)}
+	w.deadline, _ = ctx.Deadline()
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		// A queued call is dropped from its round trip; one already sent
+		// completes unseen.
+		b.mu.Lock()
+		w.gone = true
+		b.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// next hands the ending round trip's slot to the queue, if any.
+func (b *batcher) next() {
+	b.mu.Lock()
+	batch := b.take()
+	if len(batch) == 0 {
+		b.busy--
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	go b.run(batch)
+}
+
+// take removes and returns the queued calls that still wait. It requires
+// that b.mu is held.
+func (b *batcher) take() []*waiter {
+	batch := b.queue
+	b.queue = nil
+	n := 0
+	for _, w := range batch {
+		if !w.gone {
+			batch[n] = w
+			n++
+		}
+	}
+	return batch[:n]
+}
+
+// run sends batch as one pipeline, wakes its callers, and goes on with
+// whatever queued meanwhile.
+func (b *batcher) run(batch []*waiter) {
+	for len(batch) > 0 {
+		ctx, cancel := batchContext(batch)
+		pipe := b.rdb.Pipeline()
+		for _, w := range batch {
+			_ = pipe.Process(ctx, w.cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+		cancel()
+		b.mu.Lock()
+		for _, w := range batch {
+			if !w.gone {
+				w.done <- struct{}{}
+			}
+		}
+		batch = b.take()
+		if len(batch) == 0 {
+			b.busy--
+		}
+		b.mu.Unlock()
+	}
+}
+
+// batchContext bounds a pipeline by the latest deadline of its calls, or
+// not at all if one has none; each caller still waits only until its own.
+func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, w := range batch {
+		if w.deadline.IsZero() {
+			return context.Background(), func() {}
+		}
+		if w.deadline.After(latest) {
+			latest = w.deadline
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
