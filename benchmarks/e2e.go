@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gofiber/fiber/v2"
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/echorl"
+	"github.com/redlimit/redlimit/fiberrl"
+	"github.com/redlimit/redlimit/ginrl"
+	"github.com/redlimit/redlimit/nethttprl"
+)
+
+// Variants of scenario e.
+const (
+	variantBare     = "bare"
+	variantRedis    = "redlimit (Redis)"
+	variantMemory   = "redlimit (memory core)"
+	statusMWFailure = http.StatusServiceUnavailable // written by the error handlers below
+)
+
+// framework builds one app, with the redlimit middleware when client is not
+// nil, and returns its workload: a GET / from a peer that cycles over
+// allowedKeys addresses, so every request has its own never-limited key.
+type framework struct {
+	name  string
+	build func(client *core.Client, callers int) op
+}
+
+var frameworks = []framework{
+	{"net/http", buildNetHTTP},
+	{"gin", buildGin},
+	{"echo", buildEcho},
+	{"fiber", buildFiber},
+}
+
+// middlewareRate is the limit of scenario e's middleware.
+var middlewareRate = core.PerMinute(allowedLimit)
+
+var (
+	peers    = peerAddrs()
+	peersTCP = peerTCPAddrs()
+)
+
+func peerAddrs() []string {
+	s := make([]string, allowedKeys)
+	for i := range s {
+		s[i] = "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ":4242"
+	}
+	return s
+}
+
+func peerTCPAddrs() []net.Addr {
+	s := make([]net.Addr, allowedKeys)
+	for i := range s {
+		s[i] = &net.TCPAddr{IP: net.IPv4(10, 0, byte(i/256), byte(i%256)), Port: 4242}
+	}
+	return s
+}
+
+// serveHTTP is the workload of an http.Handler: one request value per
+// caller with its RemoteAddr changed per call, and a new recorder per call.
+func serveHTTP(h http.Handler, callers int) op {
+	reqs := make([]*http.Request, callers)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil)
+	}
+	return func(_ context.Context, w, i int) (bool, error) {
+		r := reqs[w]
+		r.RemoteAddr = peers[(w*allowedKeys/callers+i)%allowedKeys]
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return decision(rec.Code, rec.Body.Bytes())
+	}
+}
+
+// decision turns a response into a decision: the handler's "ok", a 429, or
+// an error for anything else.
+func decision(code int, body []byte) (bool, error) {
+	switch {
+	case code == http.StatusOK && string(body) == "ok":
+		return true, nil
+	case code == http.StatusTooManyRequests:
+		return false, nil
+	}
+	return false, fmt.Errorf("status %d, body %q", code, body)
+}
+
+func buildNetHTTP(client *core.Client, callers int) op {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	if client != nil {
+		h = nethttprl.New(client, middlewareRate, nethttprl.WithErrorHandler(
+			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) }))(h)
+	}
+	return serveHTTP(h, callers)
+}
+
+func buildGin(client *core.Client, callers int) op {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	if client != nil {
+		r.Use(ginrl.New(client, middlewareRate, ginrl.WithErrorHandler(
+			func(c *gin.Context, _ error) { c.AbortWithStatus(statusMWFailure) })))
+	}
+	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	return serveHTTP(r, callers)
+}
+
+func buildEcho(client *core.Client, callers int) op {
+	e := echo.New()
+	if client != nil {
+		e.Use(echorl.New(client, middlewareRate, echorl.WithErrorHandler(
+			func(c echo.Context, _ error) error { return c.NoContent(statusMWFailure) })))
+	}
+	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	return serveHTTP(e, callers)
+}
+
+// buildFiber drives app.Handler() directly with one reused
+// fasthttp.RequestCtx per caller: the peer address is set with
+// SetRemoteAddr and the response reset before each request. app.Test would
+// add a net.Conn pipe, an HTTP serialization and a goroutine per request.
+func buildFiber(client *core.Client, callers int) op {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	if client != nil {
+		app.Use(fiberrl.New(client, middlewareRate, fiberrl.WithErrorHandler(
+			func(c *fiber.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })))
+	}
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	handler := app.Handler()
+	ctxs := make([]*fasthttp.RequestCtx, callers)
+	for i := range ctxs {
+		ctxs[i] = &fasthttp.RequestCtx{}
+		ctxs[i].Request.Header.SetMethod(fasthttp.MethodGet)
+		ctxs[i].Request.SetRequestURI("/")
+	}
+	return func(_ context.Context, w, i int) (bool, error) {
+		c := ctxs[w]
+		c.SetRemoteAddr(peersTCP[(w*allowedKeys/callers+i)%allowedKeys])
+		c.Response.Reset()
+		handler(c)
+		return decision(c.Response.StatusCode(), c.Response.Body())
+	}
+}
+
+// variant is one way of serving scenario e's requests: the core client of
+// the middleware (nil: no middleware) and whether it uses the run's Redis.
+type variant struct {
+	name   string
+	redis  bool
+	client func(rdb *redis.Client) (*core.Client, error)
+}
+
+// variants returns the variants of scenario e: bare, the middleware on
+// Redis, and the middleware on the memory core when newMemoryRedis is set.
+func variants() []variant {
+	vs := []variant{
+		{variantBare, false, func(*redis.Client) (*core.Client, error) { return nil, nil }},
+		{variantRedis, true, func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
+	}
+	if newMemoryRedis != nil {
+		vs = append(vs, variant{variantMemory, false, func(*redis.Client) (*core.Client, error) {
+			return core.New(newMemoryRedis())
+		}})
+	}
+	return vs
+}
+
+// runE is scenario e: each framework in each variant.
+func (h *harness) runE(ctx context.Context) ([]row, error) {
+	var rows []row
+	for _, fw := range frameworks {
+		for _, n := range callerCounts {
+			for _, v := range variants() {
+				id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
+				r, err := h.point(ctx, id, v.redis, func(_ context.Context, rdb *redis.Client, callers int) (op, error) {
+					client, err := v.client(rdb)
+					if err != nil {
+						return nil, err
+					}
+					return fw.build(client, callers), nil
+				})
+				if err != nil {
+					return rows, err
+				}
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows, nil
+}

@@ -1,0 +1,160 @@
+// Command benchmarks measures redlimit against its peer libraries on a
+// redis-server of its own and writes results.md and chart.svg:
+//
+//	go run . [-duration 2s] [-warmup 250ms] [-out results]
+//
+// See README.md for the scenarios and the columns.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+)
+
+func main() {
+	duration := flag.Duration("duration", 2*time.Second, "measured time of each run (scenario d: half of it)")
+	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run")
+	out := flag.String("out", "results", "directory of results.md and chart.svg")
+	flag.Parse()
+	if *duration <= 0 || *warmup <= 0 {
+		log.Fatal("-duration and -warmup must be positive")
+	}
+	if err := run(*duration, *warmup, *out); err != nil {
+		log.Printf("benchmarks: %v", err)
+		os.Exit(1)
+	}
+}
+
+func run(duration, warmup time.Duration, out string) error {
+	start := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	srv, err := redistest.Start() // persistence off: --save "" --appendonly no
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	version, err := admin.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	log.Printf("redis-server %s on %s", version["Server"]["redis_version"], srv.Addr)
+
+	h := &harness{addr: srv.Addr, admin: admin, warmup: warmup, duration: duration}
+	// Scenario d measures 3 limits x 6 libraries x 3 caller counts: half
+	// the duration keeps the whole run within about 6 minutes at 2 s.
+	hd := *h
+	hd.duration, hd.warmup = duration/2, warmup/2
+
+	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d), %s, redis-server %s. "+
+		"Each run: %v warm-up, %v measured (scenario d: %v warm-up, %v measured).",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(),
+		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration)}
+	if newMemoryRedis == nil {
+		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
+			"was not present when this binary was built (see memcore.go).")
+	}
+
+	load := loadAverage()
+	err = measureAll(ctx, h, &hd, rep)
+	rep.Total = time.Since(start)
+	rep.Env += fmt.Sprintf(" 1-minute load average: %s at the start, %s at the end.", load, loadAverage())
+	if werr := write(rep, out); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	return err
+}
+
+// measureAll runs every scenario, adding to rep as it goes.
+func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
+	libsA := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	libsBC := []library{redlimitLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	rows, err := h.runABC(ctx, libsA, libsBC)
+	rep.Rows = append(rep.Rows, rows...)
+	if err != nil {
+		return err
+	}
+	mem, err := h.keyMemory(ctx, libsA[:len(libsA)-1])
+	rep.Memory = append(rep.Memory, mem...)
+	if err != nil {
+		return err
+	}
+	rows, mem, err = hd.runD(ctx, []bigGroup{
+		{redlimitNoCacheLib, []library{redlimitNoCacheLib, redlimitLib}},
+		{redisRateLib, []library{redisRateLib}},
+		{ululeLib, []library{ululeLib}},
+		{httprateLib, []library{httprateLib}},
+		{floorLib, []library{floorLib}},
+	})
+	rep.Rows = append(rep.Rows, rows...)
+	rep.Memory = append(rep.Memory, mem...)
+	if err != nil {
+		return err
+	}
+	rows, err = h.runE(ctx)
+	rep.Rows = append(rep.Rows, rows...)
+	return err
+}
+
+// write writes results.md and chart.svg into dir, and the report to stdout.
+func write(rep *report, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var md, svg bytes.Buffer
+	if err := rep.writeMarkdown(&md); err != nil {
+		return err
+	}
+	if err := rep.writeSVG(&svg); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), svg.Bytes(), 0o644); err != nil {
+		return err
+	}
+	_, err := os.Stdout.Write(md.Bytes())
+	return err
+}
+
+// loadAverage returns the machine's 1-minute load average, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
+}
+
+// cpuModel returns the CPU's model name, or "unknown CPU".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.Lines(string(b)) {
+		if name, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}

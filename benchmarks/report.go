@@ -1,0 +1,371 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// redissonBytesPerPermit is Redisson's published memory cost of a permit in
+// the window: about 12.0 MB for 100 000 permits.
+const redissonBytesPerPermit = 120
+
+// peerNames are the peer libraries that the targets compare redlimit with.
+var peerNames = []string{libRedisRate, libUlule, libHTTPRate}
+
+// report is the outcome of a whole run.
+type report struct {
+	Env    string        // machine, versions and settings, one line
+	Total  time.Duration // wall time of the run
+	Rows   []row
+	Memory []memRow
+	Notes  []string
+}
+
+// scenarioTitles describes each scenario in one line.
+var scenarioTitles = map[string]string{
+	"a": "allowed path: 10 000 keys, 1 000 000 permits per minute each",
+	"b": "denied path: one used-up key, 10 permits per minute",
+	"c": "mixed: 80% on the allowed keys, 20% on the used-up key",
+	"d": "large rates: one key with a full window of N permits per minute (all denials)",
+	"e": "end to end: in-process GET / through each framework, bare and with the redlimit middleware",
+}
+
+// find returns the measurement of scenario, case, library and callers.
+func (r *report) find(scenario, cs, lib string, callers int) (row, bool) {
+	for _, x := range r.Rows {
+		if x.Scenario == scenario && x.Case == cs && x.Library == lib && x.Callers == callers {
+			return x, true
+		}
+	}
+	return row{}, false
+}
+
+// fastestPeer returns the peer with the most decisions per second in
+// scenario at callers.
+func (r *report) fastestPeer(scenario string, callers int) (row, bool) {
+	var best row
+	found := false
+	for _, name := range peerNames {
+		if x, ok := r.find(scenario, "", name, callers); ok && (!found || x.rate() > best.rate()) {
+			best, found = x, true
+		}
+	}
+	return best, found
+}
+
+// targets returns the ratios the project reports, as (what, figure) pairs.
+func (r *report) targets() [][]string {
+	var t [][]string
+	add := func(what, figure string) { t = append(t, []string{what, figure}) }
+	missing := "not measured"
+
+	for _, sc := range []struct{ id, what string }{
+		{"a", "Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s"},
+		{"b", "Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s"},
+	} {
+		ours, ok1 := r.find(sc.id, "", libRedlimit, 64)
+		peer, ok2 := r.fastestPeer(sc.id, 64)
+		fig := missing
+		if ok1 && ok2 {
+			fig = fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peer.rate()),
+				libRedlimit, count(ours.rate()), peer.Library, count(peer.rate()))
+		}
+		add(sc.what, fig)
+	}
+
+	var rtts []string
+	for _, n := range callerCounts {
+		if x, ok := r.find("b", "", libRedlimit, n); ok && x.Redis != nil {
+			rtts = append(rtts, fmt.Sprintf("%s: **%s** (%s in %s denials)", callersText(n), fixed(x.Redis.RoundTrips, 5),
+				count(x.Redis.RoundTrips*float64(x.Decisions)), count(float64(x.Decisions))))
+		}
+	}
+	add("Denied hot key (b): redlimit Redis round trips per denied request, by callers", orMissing(strings.Join(rtts, "; ")))
+
+	fig := missing
+	ours, ok1 := r.find("a", "", libRedlimit, 1)
+	floor, ok2 := r.find("a", "", libFloor, 1)
+	if ok1 && ok2 {
+		fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
+	}
+	add("One caller p50 (a): redlimit ÷ floor", fig)
+
+	for _, lib := range r.librariesOf("d") {
+		fig := missing
+		big, ok1 := r.find("d", bigCase(len(bigLimits)-1), lib, 1)
+		small, ok2 := r.find("d", bigCase(0), lib, 1)
+		if ok1 && ok2 {
+			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(big.P50), float64(small.P50)), micros(big.P50), micros(small.P50))
+		}
+		add(fmt.Sprintf("p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: %s", lib), fig)
+	}
+
+	for _, v := range []string{variantRedis, variantMemory} {
+		for _, fw := range frameworks {
+			add(fmt.Sprintf("Adapter overhead (e), %s, %s, 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework", fw.name, v),
+				r.overhead(fw.name, v))
+		}
+	}
+	return t
+}
+
+// overhead is the cost of the middleware variant v over the bare framework
+// at one caller. On Redis, it also gives the part beyond the core's own
+// decision (scenario a, one caller), which includes the round trip.
+func (r *report) overhead(fw, v string) string {
+	bare, ok1 := r.find("e", fw, variantBare, 1)
+	mw, ok2 := r.find("e", fw, v, 1)
+	if !ok1 || !ok2 {
+		if v == variantMemory {
+			return "not measured: package internal/memredis was not present (see memcore.go)"
+		}
+		return "not measured"
+	}
+	mean := 1e6/mw.rate() - 1e6/bare.rate()
+	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
+	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis {
+		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
+			fixed(1e6/core.rate(), 1), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
+	}
+	return s
+}
+
+// callersText is "1 caller" or "n callers".
+func callersText(n int) string {
+	if n == 1 {
+		return "1 caller"
+	}
+	return strconv.Itoa(n) + " callers"
+}
+
+// bigCase is the case name of the i-th limit of scenario d.
+func bigCase(i int) string { return count(float64(bigLimits[i])) }
+
+// sorted returns the rows of scenario by case and library, each in order
+// of first measurement, then by callers.
+func (r *report) sorted(scenario string) []row {
+	var out []row
+	cases, libs := map[string]int{}, map[string]int{}
+	for _, x := range r.Rows {
+		if x.Scenario != scenario {
+			continue
+		}
+		if _, ok := cases[x.Case]; !ok {
+			cases[x.Case] = len(cases)
+		}
+		if _, ok := libs[x.Library]; !ok {
+			libs[x.Library] = len(libs)
+		}
+		out = append(out, x)
+	}
+	slices.SortStableFunc(out, func(a, b row) int {
+		return cmp.Or(cmp.Compare(cases[a.Case], cases[b.Case]), cmp.Compare(libs[a.Library], libs[b.Library]),
+			cmp.Compare(a.Callers, b.Callers))
+	})
+	return out
+}
+
+// librariesOf returns the libraries measured in scenario, in order.
+func (r *report) librariesOf(scenario string) []string {
+	var libs []string
+	for _, x := range r.Rows {
+		if x.Scenario == scenario && !slices.Contains(libs, x.Library) {
+			libs = append(libs, x.Library)
+		}
+	}
+	return libs
+}
+
+// writeMarkdown writes the whole report.
+func (r *report) writeMarkdown(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "# redlimit benchmarks\n\n%s\n\nTotal run time: %s.\n\n", r.Env, r.Total.Round(time.Second))
+	b.WriteString("Client and Redis share this machine's cores: the figures are ratios for this machine, not absolutes. " +
+		"See README.md for what each scenario and column means.\n\n")
+
+	b.WriteString("## Targets\n\n")
+	table(b, []string{"target", "figure"}, r.targets())
+
+	for _, id := range []string{"a", "b", "c"} {
+		fmt.Fprintf(b, "## Scenario %s: %s\n\n", id, scenarioTitles[id])
+		r.decisionTable(b, id, false)
+	}
+	b.WriteString("### Redis memory per key (a): after one decision on each of 10 000 keys\n\n")
+	var mem [][]string
+	for _, m := range r.Memory {
+		if m.Scenario == "a" {
+			mem = append(mem, []string{m.Library, count(m.Used / float64(m.Units)), count(m.Keys / float64(m.Units))})
+		}
+	}
+	table(b, []string{"library", "bytes per key (used_memory delta)", "bytes per key (MEMORY USAGE)"}, mem)
+
+	fmt.Fprintf(b, "## Scenario d: %s\n\n", scenarioTitles["d"])
+	r.decisionTable(b, "d", true)
+	b.WriteString("### p50 at 100 000 permits ÷ p50 at 10 permits (d)\n\n")
+	var ratios [][]string
+	for _, lib := range r.librariesOf("d") {
+		line := []string{lib}
+		for _, n := range callerCounts {
+			big, ok1 := r.find("d", bigCase(len(bigLimits)-1), lib, n)
+			small, ok2 := r.find("d", bigCase(0), lib, n)
+			if ok1 && ok2 {
+				line = append(line, ratio(float64(big.P50), float64(small.P50)))
+			} else {
+				line = append(line, "–")
+			}
+		}
+		ratios = append(ratios, line)
+	}
+	table(b, []string{"library", "1 caller", "16 callers", "64 callers"}, ratios)
+	b.WriteString("### Redis memory of the full window (d)\n\n")
+	mem = nil
+	for _, m := range r.Memory {
+		if m.Scenario == "d" {
+			n := float64(m.Units)
+			mem = append(mem, []string{m.Library, count(n), count(m.Used), fixed(m.Used/n, 1),
+				count(m.Keys), fixed(m.Keys/n, 1), strconv.Itoa(redissonBytesPerPermit)})
+		}
+	}
+	table(b, []string{"library", "permits in the window", "used_memory delta", "per permit",
+		"MEMORY USAGE", "per permit", "Redisson, per permit (published)"}, mem)
+	b.WriteString("used_memory also moves with the client connections' buffers (about ±100 kB here), " +
+		"so its small deltas are noise; MEMORY USAGE counts the keys alone.\n\n")
+
+	fmt.Fprintf(b, "## Scenario e: %s\n\n", scenarioTitles["e"])
+	r.requestTable(b)
+
+	if len(r.Notes) > 0 {
+		b.WriteString("## Notes\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(b, "- %s\n", n)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// decisionTable writes the rows of one scenario of decisions.
+func (r *report) decisionTable(b *strings.Builder, scenario string, withCase bool) {
+	head := []string{"library", "callers", "decisions/s", "p50", "p99", "allocs/dec",
+		"Redis cmds/dec", "round trips/dec", "Redis CPU µs/dec", "allowed", "errors"}
+	if withCase {
+		head = append([]string{"permits"}, head...)
+	}
+	var lines [][]string
+	for _, x := range r.sorted(scenario) {
+		line := []string{x.Library, strconv.Itoa(x.Callers), count(x.rate()), micros(x.P50), micros(x.P99),
+			fixed(x.Allocs, 1)}
+		line = append(line, redisCells(x)...)
+		line = append(line, percent(x.Allowed, x.Decisions), strconv.FormatInt(x.Errors, 10))
+		if withCase {
+			line = append([]string{x.Case}, line...)
+		}
+		lines = append(lines, line)
+	}
+	table(b, head, lines)
+}
+
+// requestTable writes scenario e.
+func (r *report) requestTable(b *strings.Builder) {
+	head := []string{"framework", "variant", "callers", "requests/s", "p50", "p99", "allocs/req",
+		"Redis cmds/req", "round trips/req", "Redis CPU µs/req", "Δ p50 vs bare", "Δ allocs vs bare", "errors"}
+	var lines [][]string
+	for _, x := range r.sorted("e") {
+		dp50, dallocs := "–", "–"
+		if bare, ok := r.find("e", x.Case, variantBare, x.Callers); ok && x.Library != variantBare {
+			dp50 = signed(float64(x.P50-bare.P50)/1e3) + " µs"
+			dallocs = signed(x.Allocs - bare.Allocs)
+		}
+		line := []string{x.Case, x.Library, strconv.Itoa(x.Callers), count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
+		line = append(line, redisCells(x)...)
+		lines = append(lines, append(line, dp50, dallocs, strconv.FormatInt(x.Errors, 10)))
+	}
+	table(b, head, lines)
+}
+
+// redisCells returns the Redis columns of a row, or dashes.
+func redisCells(x row) []string {
+	if x.Redis == nil {
+		return []string{"–", "–", "–"}
+	}
+	return []string{fixed(x.Redis.Commands, 2), fixed(x.Redis.RoundTrips, 2), fixed(x.Redis.CPU, 1)}
+}
+
+// table writes a Markdown table.
+func table(b *strings.Builder, head []string, lines [][]string) {
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
+	for range head {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, l := range lines {
+		b.WriteString("| " + strings.Join(l, " | ") + " |\n")
+	}
+	b.WriteString("\n")
+}
+
+// count formats a number rounded to a whole, in groups of three digits.
+func count(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	s := strconv.FormatInt(int64(math.Round(math.Abs(v))), 10)
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, s[i])
+	}
+	if v < 0 && string(out) != "0" {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// micros formats a duration in microseconds.
+func micros(d time.Duration) string {
+	return fixed(float64(d)/1e3, 1) + " µs"
+}
+
+// fixed formats v with prec decimals.
+func fixed(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+// signed formats v with one decimal and its sign.
+func signed(v float64) string {
+	s := fixed(v, 1)
+	if !strings.HasPrefix(s, "-") {
+		s = "+" + s
+	}
+	return s
+}
+
+// ratio formats a / b.
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fixed(a/b, 2) + "×"
+}
+
+// percent formats part / whole as a percentage.
+func percent(part, whole int64) string {
+	if whole == 0 {
+		return "–"
+	}
+	return fixed(100*float64(part)/float64(whole), 1) + "%"
+}
+
+func orMissing(s string) string {
+	if s == "" {
+		return "not measured"
+	}
+	return s
+}

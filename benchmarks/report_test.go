@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeReport has one row per library and callers for scenarios a to e, at
+// known rates, and no Redis behind it.
+func fakeReport() *report {
+	r := &report{Env: "test machine", Total: time.Minute}
+	rates := map[string]float64{
+		libRedlimit: 20_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
+		libUlule: 30_000, libHTTPRate: 8_000, libFloor: 50_000,
+	}
+	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) {
+		s := sample{Decisions: int64(rate), Allowed: int64(rate) / 2, Elapsed: time.Second, P50: p50, P99: 2 * p50, Allocs: allocs}
+		if redis {
+			s.Redis = &redisCost{Commands: 3, RoundTrips: 1, CPU: 12.5}
+		}
+		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
+	}
+	for _, sc := range []string{"a", "b", "c"} {
+		for lib, rate := range rates {
+			for _, n := range callerCounts {
+				if sc == "b" && lib == libRedlimit {
+					rate = 2_000_000
+				}
+				add(sc, "", lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
+			}
+		}
+	}
+	for i := range bigLimits {
+		for _, n := range callerCounts {
+			add("d", bigCase(i), libRedlimitNoCache, n, 15_000, time.Duration(50+i)*time.Microsecond, 30, true)
+		}
+	}
+	for _, fw := range frameworks {
+		add("e", fw.name, variantBare, 1, 1_000_000, time.Microsecond, 10, false)
+		add("e", fw.name, variantRedis, 1, 10_000, 100*time.Microsecond, 60, true)
+	}
+	r.Memory = []memRow{
+		{Scenario: "a", Library: libRedlimit, Units: allowedKeys, Used: 4_480_000, Keys: 4_400_000},
+		{Scenario: "d", Library: libRedlimitNoCache, Units: 100_000, Used: 13_000_000, Keys: 12_000_000},
+	}
+	r.Notes = []string{"a note"}
+	return r
+}
+
+func TestMarkdown(t *testing.T) {
+	var b bytes.Buffer
+	if err := fakeReport().writeMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{
+		"## Targets",
+		"| Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s) |",
+		"| Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s | **50.00×**",
+		"| One caller p50 (a): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
+		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
+		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
+		"beyond the core decision (a, 1 caller: 50.0 µs mean, 20.0 allocs): +49.0 µs, +30.0 allocs",
+		"redlimit (memory core), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | not measured: package internal/memredis",
+		"| redlimit | 448 | 440 |",
+		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
+		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | +99.0 µs | +50.0 | 0 |",
+		"- a note",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}
+
+func TestSVG(t *testing.T) {
+	var b bytes.Buffer
+	if err := fakeReport().writeSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, svg)
+		}
+	}
+	for _, want := range []string{"<svg ", "a: allowed path", "b: denied hot key", "c: mixed 80/20",
+		">redlimit</text>", ">redlimit (no denial cache)</text>", ">floor</text>", ">2M</text>", ">40k</text>", ">10k</text>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{count(1234567.4), "1 234 567"}, {count(999), "999"}, {count(-1500), "-1 500"},
+		{short(100), "100"}, {short(12345), "12.3k"}, {short(2_180_000), "2.18M"}, {short(1000), "1k"},
+		{signed(1.25), "+1.2"}, {signed(-3), "-3.0"}, {ratio(1, 0), "–"}, {percent(1, 4), "25.0%"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
