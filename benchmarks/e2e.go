@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/gofiber/fiber/v2"
@@ -20,6 +21,7 @@ import (
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/ginrl"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // Variants of scenario e.
@@ -35,7 +37,7 @@ const (
 // allowedKeys addresses, so every request has its own never-limited key.
 type framework struct {
 	name  string
-	build func(client *core.Client, callers int) op
+	build func(client *core.Client, timeout time.Duration, callers int) op
 }
 
 var frameworks = []framework{
@@ -97,32 +99,32 @@ func decision(code int, body []byte) (bool, error) {
 	return false, fmt.Errorf("status %d, body %q", code, body)
 }
 
-func buildNetHTTP(client *core.Client, callers int) op {
+func buildNetHTTP(client *core.Client, timeout time.Duration, callers int) op {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	if client != nil {
-		h = nethttprl.New(client, middlewareRate, nethttprl.WithErrorHandler(
+		h = nethttprl.New(client, middlewareRate, nethttprl.WithTimeout(timeout), nethttprl.WithErrorHandler(
 			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) }))(h)
 	}
 	return serveHTTP(h, callers)
 }
 
-func buildGin(client *core.Client, callers int) op {
+func buildGin(client *core.Client, timeout time.Duration, callers int) op {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	if client != nil {
-		r.Use(ginrl.New(client, middlewareRate, ginrl.WithErrorHandler(
+		r.Use(ginrl.New(client, middlewareRate, ginrl.WithTimeout(timeout), ginrl.WithErrorHandler(
 			func(c *gin.Context, _ error) { c.AbortWithStatus(statusMWFailure) })))
 	}
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 	return serveHTTP(r, callers)
 }
 
-func buildEcho(client *core.Client, callers int) op {
+func buildEcho(client *core.Client, timeout time.Duration, callers int) op {
 	e := echo.New()
 	if client != nil {
-		e.Use(echorl.New(client, middlewareRate, echorl.WithErrorHandler(
+		e.Use(echorl.New(client, middlewareRate, echorl.WithTimeout(timeout), echorl.WithErrorHandler(
 			func(c echo.Context, _ error) error { return c.NoContent(statusMWFailure) })))
 	}
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
@@ -133,10 +135,10 @@ func buildEcho(client *core.Client, callers int) op {
 // fasthttp.RequestCtx per caller: the peer address is set with
 // SetRemoteAddr and the response reset before each request. app.Test would
 // add a net.Conn pipe, an HTTP serialization and a goroutine per request.
-func buildFiber(client *core.Client, callers int) op {
+func buildFiber(client *core.Client, timeout time.Duration, callers int) op {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	if client != nil {
-		app.Use(fiberrl.New(client, middlewareRate, fiberrl.WithErrorHandler(
+		app.Use(fiberrl.New(client, middlewareRate, fiberrl.WithTimeout(timeout), fiberrl.WithErrorHandler(
 			func(c *fiber.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })))
 	}
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
@@ -156,32 +158,69 @@ func buildFiber(client *core.Client, callers int) op {
 	}
 }
 
+// names4 are limiter names as the middleware builds them for IPv4 clients.
+var names4 = names("default:10.0.", 256)
+
 // variant is one way of serving scenario e's requests: the core client of
 // the middleware (nil: no middleware) and whether it uses the run's Redis.
 type variant struct {
-	name   string
-	redis  bool
-	client func(rdb *redis.Client) (*core.Client, error)
+	name    string
+	redis   bool
+	timeout time.Duration // the middleware's call timeout
+	client  func(rdb *redis.Client) (*core.Client, error)
 }
+
+// memoryTimeout is the call timeout on the memory core. With no I/O, 64
+// callers keep both CPUs busy and the Go scheduler runs each for 10 ms
+// slices, so a decision can wait far past the default 100 ms for its turn:
+// a timeout there would measure the scheduler, not the middleware. Its
+// cost (one context per decision) is the same whatever its length.
+const memoryTimeout = 10 * time.Second
 
 // variants returns the variants of scenario e: bare, the middleware on
 // Redis, and the middleware on the memory core when newMemoryRedis is set.
 func variants() []variant {
 	vs := []variant{
-		{variantBare, false, func(*redis.Client) (*core.Client, error) { return nil, nil }},
-		{variantRedis, true, func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
+		{variantBare, false, 0, func(*redis.Client) (*core.Client, error) { return nil, nil }},
+		{variantRedis, true, policy.DefaultTimeout, func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
 	}
 	if newMemoryRedis != nil {
-		vs = append(vs, variant{variantMemory, false, func(*redis.Client) (*core.Client, error) {
+		vs = append(vs, variant{variantMemory, false, memoryTimeout, func(*redis.Client) (*core.Client, error) {
 			return core.New(newMemoryRedis())
 		}})
 	}
 	return vs
 }
 
-// runE is scenario e: each framework in each variant.
+// coreAlone is the core decision the middleware makes per request, on the
+// memory core, without any framework: what scenario e's memory-core
+// variant costs apart from the adapter.
+const coreAlone = "core decision alone"
+
+// runE is scenario e: each framework in each variant, and the core
+// decision alone on the memory core.
 func (h *harness) runE(ctx context.Context) ([]row, error) {
 	var rows []row
+	if newMemoryRedis != nil {
+		id := row{Scenario: "e", Case: coreAlone, Library: variantMemory, Callers: 1}
+		r, err := h.point(ctx, id, false, func(context.Context, *redis.Client, int) (op, error) {
+			client, err := core.New(newMemoryRedis())
+			if err != nil {
+				return nil, err
+			}
+			// The options the middleware gives every limiter, and a name
+			// of the length it builds ("default:" and an IPv4 address).
+			opts := []core.LimiterOption{core.WithRate(middlewareRate), core.WithCallTimeout(memoryTimeout)}
+			return func(ctx context.Context, w, i int) (bool, error) {
+				r, err := client.Limiter(names4[i%len(names4)], opts...).TryAcquire(ctx, 1)
+				return r.Allowed, err
+			}, nil
+		})
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r)
+	}
 	for _, fw := range frameworks {
 		for _, n := range callerCounts {
 			for _, v := range variants() {
@@ -191,7 +230,7 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 					if err != nil {
 						return nil, err
 					}
-					return fw.build(client, callers), nil
+					return fw.build(client, v.timeout, callers), nil
 				})
 				if err != nil {
 					return rows, err

@@ -30,7 +30,9 @@ func main() {
 	duration := flag.Duration("duration", 2*time.Second, "measured time of each run (scenario d: half of it)")
 	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run")
 	out := flag.String("out", "results", "directory of results.md and chart.svg")
+	only := flag.String("only", "abcdef", "the scenarios to run, by letter")
 	flag.Parse()
+	selected = *only
 	if *duration <= 0 || *warmup <= 0 {
 		log.Fatal("-duration and -warmup must be positive")
 	}
@@ -92,24 +94,43 @@ func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
 	if err != nil {
 		return err
 	}
+	if !wanted("a") {
+		return measureDE(ctx, h, hd, rep)
+	}
 	mem, err := h.keyMemory(ctx, libsA[:len(libsA)-1])
 	rep.Memory = append(rep.Memory, mem...)
 	if err != nil {
 		return err
 	}
-	rows, mem, err = hd.runD(ctx, []bigGroup{
-		{redlimitNoCacheLib, []library{redlimitNoCacheLib, redlimitLib}},
-		{redisRateLib, []library{redisRateLib}},
-		{ululeLib, []library{ululeLib}},
-		{httprateLib, []library{httprateLib}},
-		{floorLib, []library{floorLib}},
-	})
-	rep.Rows = append(rep.Rows, rows...)
-	rep.Memory = append(rep.Memory, mem...)
-	if err != nil {
-		return err
+	return measureDE(ctx, h, hd, rep)
+}
+
+// selected holds the letters of the scenarios to run (-only).
+var selected string
+
+// wanted reports whether scenario id is to run.
+func wanted(id string) bool { return strings.Contains(selected, id) }
+
+// measureDE runs scenarios d and e, as selected.
+func measureDE(ctx context.Context, h, hd *harness, rep *report) error {
+	if wanted("d") {
+		rows, mem, err := hd.runD(ctx, []bigGroup{
+			{redlimitNoCacheLib, []library{redlimitNoCacheLib, redlimitLib}},
+			{redisRateLib, []library{redisRateLib}},
+			{ululeLib, []library{ululeLib}},
+			{httprateLib, []library{httprateLib}},
+			{floorLib, []library{floorLib}},
+		})
+		rep.Rows = append(rep.Rows, rows...)
+		rep.Memory = append(rep.Memory, mem...)
+		if err != nil {
+			return err
+		}
 	}
-	rows, err = h.runE(ctx)
+	if !wanted("e") {
+		return nil
+	}
+	rows, err := h.runE(ctx)
 	rep.Rows = append(rep.Rows, rows...)
 	return err
 }

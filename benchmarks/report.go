@@ -30,6 +30,7 @@ type report struct {
 // scenarioTitles describes each scenario in one line.
 var scenarioTitles = map[string]string{
 	"a": "allowed path: 10 000 keys, 1 000 000 permits per minute each",
+	"f": "new keys: every decision is the first of its key",
 	"b": "denied path: one used-up key, 10 permits per minute",
 	"c": "mixed: 80% on the allowed keys, 20% on the used-up key",
 	"d": "large rates: one key with a full window of N permits per minute (all denials)",
@@ -129,6 +130,10 @@ func (r *report) overhead(fw, v string) string {
 	}
 	mean := 1e6/mw.rate() - 1e6/bare.rate()
 	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
+	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory {
+		s += fmt.Sprintf("; the adapter's own part, beyond the core decision alone (%s µs mean, %s allocs): **%s µs**, **%s allocs**",
+			fixed(1e6/core.rate(), 2), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
+	}
 	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
 			fixed(1e6/core.rate(), 1), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))

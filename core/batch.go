@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 
@@ -50,6 +51,11 @@ func (b *batcher) do(ctx context.Context, cmd *redis.Cmd) error {
 	case <-w.done:
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-w.done: // the reply came too: select chose at random
+			return nil
+		default:
+		}
 		// A queued call is dropped from its round trip; one already sent
 		// completes unseen.
 		b.mu.Lock()
@@ -109,6 +115,10 @@ func (b *batcher) run(batch []*waiter) {
 			b.busy--
 		}
 		b.mu.Unlock()
+		// Let the callers just woken run before the next round trip: when
+		// replies come at once (a Redis answering from memory), this loop
+		// would otherwise keep the CPU for a whole time slice.
+		runtime.Gosched()
 	}
 }
 

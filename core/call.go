@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,10 +19,12 @@ var (
 	acquireSrc = any(luaLib + luaAcquire)
 )
 
-// frame holds the arguments of one acquire call.
+// frame holds the arguments of one acquire call. member aliases raw: the
+// frame is reused only after go-redis is done with the call.
 type frame struct {
 	args    [13]any
 	permits int64
+	raw     [21]byte
 	member  string
 }
 
@@ -40,7 +43,8 @@ func (c *Client) evalAcquire(ctx context.Context, l *Limiter, permits int64, v *
 			frames.Put(f)
 		}
 	}()
-	f.permits, f.member = permits, newMember(permits)
+	putMember(&f.raw, permits)
+	f.permits, f.member = permits, unsafe.String(&f.raw[0], len(f.raw))
 	args := append(f.args[:0], "evalsha", acquireSHA, 5)
 	for i := range l.keys {
 		args = append(args, &l.keys[i])

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -159,24 +160,49 @@ func checkName(name string) error {
 	return nil
 }
 
-// keysFor sets the five keys of limiter name, in the order every script
-// takes them: config, value, client value, permits, client permits. The
-// suffixed keys are slices of one string: one allocation.
-func (c *Client) keysFor(name string, keys *[5]string) {
+// keyBuf is the size of the buffer inside a Limiter that holds its name
+// and keys, so that a limiter with a name of up to about 70 bytes is one
+// allocation.
+const keyBuf = 240
+
+// keysFor sets the name (prefix + name) and the five keys of l, in the
+// order every script takes them: config, value, client value, permits,
+// client permits. Following Redisson, the suffixed keys are "{N}:value" and
+// so on, or "N:value" when N already has a '{'. They are written once into
+// l's own buffer (or one heap buffer when too long) and never changed, so
+// the strings can alias it.
+func (c *Client) keysFor(l *Limiter, name string) {
 	open, end := "{", "}:"
-	if strings.IndexByte(name, '{') >= 0 {
+	if strings.IndexByte(c.prefix, '{') >= 0 || strings.IndexByte(name, '{') >= 0 {
 		open, end = "", ":"
 	}
 	id := c.clientID
-	s := open + name + end + "value:" + id + open + name + end + "permits:" + id
-	base := len(open) + len(name) + len(end)
-	values := s[:base+len("value:")+len(id)]
-	permits := s[len(values):]
-	keys[0] = name
-	keys[1] = values[:base+len("value")]
-	keys[2] = values
-	keys[3] = permits[:base+len("permits")]
-	keys[4] = permits
+	n := len(c.prefix) + len(name)
+	base := len(open) + n + len(end)
+	vlen := base + len("value:") + len(id)
+	total := vlen + base + len("permits:") + len(id)
+	b := l.buf[:0]
+	if total > len(l.buf) {
+		b = make([]byte, 0, total)
+	}
+	for _, suffix := range [2]string{"value:", "permits:"} {
+		b = append(b, open...)
+		b = append(b, c.prefix...)
+		b = append(b, name...)
+		b = append(b, end...)
+		b = append(b, suffix...)
+		b = append(b, id...)
+	}
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	values, permits := s[:vlen], s[vlen:]
+	l.name = values[len(open) : len(open)+n]
+	l.keys = [5]string{
+		l.name,
+		values[:base+len("value")],
+		values,
+		permits[:base+len("permits")],
+		permits,
+	}
 }
 
 // newUUID returns a random (version 4) UUID in its 36-character form.

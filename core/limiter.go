@@ -18,6 +18,7 @@ type Limiter struct {
 	c       *Client
 	name    string
 	keys    [5]string     // config, value, value:<id>, permits, permits:<id>
+	buf     [keyBuf]byte  // holds name and keys when they fit: one allocation
 	err     error         // a bad name or option, returned by every call
 	coded   *codedRate    // the rate given with WithRate, or nil
 	timeout time.Duration // bound of each round trip, when > 0
@@ -75,11 +76,13 @@ func WithCallTimeout(d time.Duration) LimiterOption {
 }
 
 // Limiter returns the limiter called name (after the Client's key prefix).
-// It does no I/O. An invalid name or option is reported by every call made
+// It does no I/O, and copies name: the caller may reuse the string's memory
+// once Limiter returns. An invalid name or option is reported by every call made
 // on the returned Limiter, as an error wrapping ErrInvalidName or the
 // option's error.
 func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
-	l := &Limiter{c: c, name: c.prefix + name}
+	l := &Limiter{c: c}
+	c.keysFor(l, name)
 	if l.err = checkName(l.name); l.err != nil {
 		return l
 	}
@@ -92,7 +95,6 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 			return l
 		}
 	}
-	c.keysFor(l.name, &l.keys)
 	return l
 }
 
@@ -373,10 +375,15 @@ func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 
 func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.timeout <= 0 {
-		return ctx, func() {}
+		return ctx, noCancel
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.timeout {
+		return ctx, noCancel // ctx ends first anyway
 	}
 	return context.WithTimeout(ctx, l.timeout)
 }
+
+func noCancel() {}
 
 // check validates the limiter and a rate argument before any I/O.
 func (l *Limiter) check(r Rate) error {
@@ -456,17 +463,15 @@ func (l *Limiter) codedArgs() []any {
 	return []any{&a[0], &a[1], &a[2], &a[3]}
 }
 
-// newMember returns a log member for one acquire: Redisson's 21-byte layout,
-// the byte 0x10, a random 16-byte id, then the permits as a little-endian
-// uint32. The id also makes the acquire idempotent: a resent script finds
-// its member and does not consume again.
-func newMember(permits int64) string {
-	var m [21]byte
+// putMember writes the log member of one acquire into m: Redisson's
+// 21-byte layout, the byte 0x10, a random 16-byte id, then the permits as a
+// little-endian uint32. The id also makes the acquire idempotent: a resent
+// script finds its member and does not consume again.
+func putMember(m *[21]byte, permits int64) {
 	m[0] = 16
 	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
 	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
 	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
-	return string(m[:])
 }
 
 // jitter returns a small random delay added to a wait, so that waiters that

@@ -24,6 +24,7 @@ package echorl
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -112,7 +113,11 @@ func New(c *core.Client, rate core.Rate, opts ...Option) echo.MiddlewareFunc {
 			if h.skip != nil && h.skip(c) {
 				return next(c)
 			}
-			d := p.Decide(request{c})
+			q := requests.Get().(*request)
+			q.c = c
+			d := p.Decide(q)
+			q.c = nil
+			requests.Put(q)
 			p.SetHeaders(c.Response().Header(), d)
 			switch d.Outcome {
 			case policy.Denied:
@@ -168,20 +173,25 @@ func ResultFrom(c echo.Context) (core.Result, bool) {
 // request is the keyfunc.Request of an Echo request.
 type request struct{ c echo.Context }
 
-func (q request) Context() context.Context { return q.c.Request().Context() }
-func (q request) Method() string           { return q.c.Request().Method }
-func (q request) Route() string            { return q.c.Path() }
-func (q request) Path() string             { return q.c.Request().URL.Path }
-func (q request) Header(name string) string {
+// requests recycles request values: echo.Context is an interface, so a
+// request value would not fit in a keyfunc.Request without an allocation.
+// A key function sees a request only during its call.
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+func (q *request) Context() context.Context { return q.c.Request().Context() }
+func (q *request) Method() string           { return q.c.Request().Method }
+func (q *request) Route() string            { return q.c.Path() }
+func (q *request) Path() string             { return q.c.Request().URL.Path }
+func (q *request) Header(name string) string {
 	return q.c.Request().Header.Get(name)
 }
-func (q request) HeaderValues(name string) []string { return q.c.Request().Header.Values(name) }
-func (q request) Query(name string) string          { return q.c.QueryParam(name) }
-func (q request) RemoteAddr() string                { return q.c.Request().RemoteAddr }
+func (q *request) HeaderValues(name string) []string { return q.c.Request().Header.Values(name) }
+func (q *request) Query(name string) string          { return q.c.QueryParam(name) }
+func (q *request) RemoteAddr() string                { return q.c.Request().RemoteAddr }
 
 // Value returns c.Get(key) for a string key when it is set, else the
 // request context's value.
-func (q request) Value(key any) any {
+func (q *request) Value(key any) any {
 	if k, ok := key.(string); ok {
 		if v := q.c.Get(k); v != nil {
 			return v

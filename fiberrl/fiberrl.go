@@ -25,6 +25,7 @@ package fiberrl
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -200,4 +201,9 @@ func (q request) HeaderValues(name string) []string {
 		values[i] = utils.UnsafeString(b)
 	}
 	return values
+}
+
+// PeerAddr gives keyfunc.IP the peer's address without formatting it.
+func (q request) PeerAddr() (netip.Addr, bool) {
+	return netip.AddrFromSlice(q.c.Context().RemoteIP())
 }

@@ -122,7 +122,17 @@ func IP(opts ...IPOption) KeyFunc {
 	}
 	kind := kindOf(c.header)
 	return func(r Request, dst []byte) ([]byte, error) {
-		peer, ok := parseNode(r.RemoteAddr(), false)
+		var (
+			peer netip.Addr
+			ok   bool
+		)
+		if pr, has := r.(PeerAddrRequest); has {
+			if peer, ok = pr.PeerAddr(); ok {
+				peer = peer.Unmap().WithZone("")
+			}
+		} else {
+			peer, ok = parseNode(r.RemoteAddr(), false)
+		}
 		if !ok {
 			return dst, errBadPeer
 		}
@@ -136,6 +146,17 @@ func IP(opts ...IPOption) KeyFunc {
 		}
 		return appendAddr(dst, addr, c.v4bits, c.v6bits), nil
 	}
+}
+
+// A PeerAddrRequest is a Request that can give its peer's address without
+// formatting it as a string. IP uses PeerAddr instead of RemoteAddr when a
+// Request has it; an adapter whose framework keeps the peer as an address
+// saves an allocation per request this way.
+type PeerAddrRequest interface {
+	Request
+	// PeerAddr returns the address of the TCP peer, and false if there is
+	// none.
+	PeerAddr() (netip.Addr, bool)
 }
 
 // ClientIP returns the address of the client of a request that arrived from

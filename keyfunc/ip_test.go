@@ -426,3 +426,23 @@ func TestTrustProxies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, netip.MustParseAddr("10.1.2.3"), got)
 }
+
+// peerReq reports its peer as an address, not as a string.
+type peerReq struct {
+	*fakeReq
+	addr netip.Addr
+}
+
+func (r *peerReq) PeerAddr() (netip.Addr, bool) { return r.addr, r.addr.IsValid() }
+
+func TestIPUsesPeerAddr(t *testing.T) {
+	r := &peerReq{fakeReq: &fakeReq{remote: "not an address"}, addr: netip.MustParseAddr("::ffff:192.0.2.7")}
+	ip := keyfunc.IP()
+	b, err := ip(r, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "192.0.2.7", string(b), "PeerAddr wins over RemoteAddr, unmapped")
+	allocs := testing.AllocsPerRun(100, func() { b, _ = ip(r, b[:0]) })
+	assert.Zero(t, allocs)
+	_, err = keyfunc.IP()(&peerReq{fakeReq: &fakeReq{remote: "192.0.2.1:1"}}, nil)
+	assert.ErrorIs(t, err, keyfunc.ErrNoKey, "no peer address")
+}

@@ -9,6 +9,8 @@ import (
 
 // Request is what a framework adapter exposes to key functions. Adapters for
 // gin, echo, fiber and net/http implement it; tests can use any small type.
+// A Request is valid only during the call it is passed to: a key function
+// must not keep it, since adapters may reuse it for the next request.
 type Request interface {
 	// Context returns the request's context.
 	Context() context.Context

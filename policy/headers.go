@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -124,18 +125,58 @@ func sfString(name string) (string, error) {
 // seconds rounded up; a failure answered by fail closed gets Retry-After 1.
 // When several policies limit one request, each adds its item to the
 // RateLimit and RateLimit-Policy lists, and the X-RateLimit-* headers are
-// those of the policy with the fewest permits remaining.
+// those of the policy with the fewest permits remaining. Written into an
+// http.Header, the headers cost two allocations.
 func (p *Policy) SetHeaders(h HeaderWriter, d Decision) {
+	var (
+		buf [128]byte
+		f   fields
+	)
+	p.fields(&f, d, h.Get(canonRemaining), buf[:0])
+	if hh, ok := h.(http.Header); ok {
+		f.writeTo(hh)
+		return
+	}
+	for i := 0; i < f.n; i++ {
+		if f.add[i] {
+			h.Add(f.key[i], f.val[i])
+		} else {
+			h.Set(f.key[i], f.val[i])
+		}
+	}
+}
+
+// fields are the headers of one decision, in canonical form.
+type fields struct {
+	n   int
+	key [6]string
+	val [6]string
+	add [6]bool // a list: add, not set
+}
+
+func (f *fields) put(key, val string, add bool) {
+	f.key[f.n], f.val[f.n], f.add[f.n] = key, val, add
+	f.n++
+}
+
+// Canonical header names, as http.Header stores them.
+var (
+	canonRateLimitPolicy = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
+	canonRateLimit       = http.CanonicalHeaderKey(HeaderRateLimit)
+	canonLimit           = http.CanonicalHeaderKey(HeaderLimit)
+	canonRemaining       = http.CanonicalHeaderKey(HeaderRemaining)
+	canonReset           = http.CanonicalHeaderKey(HeaderReset)
+	canonRetryAfter      = http.CanonicalHeaderKey(HeaderRetryAfter)
+)
+
+// fields computes the headers of d. Its numbers are formatted into b and
+// turned into one string, of which every value is a part.
+func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 	switch d.Outcome {
 	case Failed:
 		if p.failClosed {
-			h.Set(HeaderRetryAfter, FailedRetryAfter)
+			f.put(canonRetryAfter, FailedRetryAfter, false)
 		}
-		return
-	case Denied:
-		h.Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(d.Result.RetryAfter, 1), 10))
-	}
-	if p.headers.style == HeadersNone {
 		return
 	}
 	// t and X-RateLimit-Reset: until the request could be granted when
@@ -145,20 +186,52 @@ func (p *Policy) SetHeaders(h HeaderWriter, d Decision) {
 		t = ceilSeconds(d.Result.RetryAfter, 1)
 	}
 	remaining := max(d.Result.Remaining, 0)
-	if p.headers.style != HeadersLegacy {
-		h.Add(HeaderRateLimitPolicy, p.headers.policy)
-		var buf [64]byte
-		b := append(buf[:0], p.headers.item...)
+	style := p.headers.style
+	ietf := style == HeadersAll || style == HeadersIETF
+	legacy := (style == HeadersAll || style == HeadersLegacy) && fewer(remainingSet, remaining)
+
+	// Formatted numbers: t, remaining, then the RateLimit item.
+	b = strconv.AppendInt(b, t, 10)
+	tEnd := len(b)
+	b = strconv.AppendInt(b, remaining, 10)
+	rEnd := len(b)
+	if ietf {
+		b = append(b, p.headers.item...)
 		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, remaining, 10)
+		b = append(b, b[tEnd:rEnd]...)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, t, 10)
-		h.Add(HeaderRateLimit, string(b))
+		b = append(b, b[:tEnd]...)
 	}
-	if p.headers.style != HeadersIETF && fewer(h.Get(HeaderRemaining), remaining) {
-		h.Set(HeaderLimit, p.headers.limit)
-		h.Set(HeaderRemaining, strconv.FormatInt(remaining, 10))
-		h.Set(HeaderReset, strconv.FormatInt(t, 10))
+	s := string(b)
+	if d.Outcome == Denied {
+		f.put(canonRetryAfter, s[:tEnd], false)
+	}
+	if ietf {
+		f.put(canonRateLimitPolicy, p.headers.policy, true)
+		f.put(canonRateLimit, s[rEnd:], true)
+	}
+	if legacy {
+		f.put(canonLimit, p.headers.limit, false)
+		f.put(canonRemaining, s[tEnd:rEnd], false)
+		f.put(canonReset, s[:tEnd], false)
+	}
+}
+
+// writeTo writes f into h with one allocation for all the values: a list
+// header that is already there is appended to.
+func (f *fields) writeTo(h http.Header) {
+	if f.n == 0 {
+		return
+	}
+	slab := make([]string, f.n)
+	for i := 0; i < f.n; i++ {
+		k, v := f.key[i], f.val[i]
+		if old := h[k]; f.add[i] && len(old) > 0 {
+			h[k] = append(old, v)
+			continue
+		}
+		slab[i] = v
+		h[k] = slab[i : i+1 : i+1]
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -126,33 +127,39 @@ func (p *Policy) FailClosed() bool { return p.failClosed }
 
 var names = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
+// appendName appends the limiter name of req to dst: the escaped policy
+// name, ':' and the request's key parts.
+func (p *Policy) appendName(req keyfunc.Request, dst []byte) ([]byte, error) {
+	b, err := p.key(req, append(dst, p.prefix...))
+	if err != nil {
+		return dst, fmt.Errorf("policy %s: %w", p.name, err)
+	}
+	return b, nil
+}
+
 // LimiterName returns the limiter name of req: the escaped policy name,
 // ':' and the request's key parts. The error wraps keyfunc.ErrNoKey when
 // the request has no key.
 func (p *Policy) LimiterName(req keyfunc.Request) (string, error) {
-	bp := names.Get().(*[]byte)
-	b, err := p.key(req, append((*bp)[:0], p.prefix...))
-	name := ""
-	if err == nil {
-		name = string(b)
-	}
-	*bp = b[:0]
-	names.Put(bp)
-	if err != nil {
-		return "", fmt.Errorf("policy %s: %w", p.name, err)
-	}
-	return name, nil
+	b, err := p.appendName(req, nil)
+	return string(b), err
 }
 
 // Decide decides one request: it acquires the policy's cost on the
 // request's limiter, waits for a permit in wait mode, and reports a
 // failure instead of blocking when Redis cannot answer in time.
 func (p *Policy) Decide(req keyfunc.Request) Decision {
-	name, err := p.LimiterName(req)
+	bp := names.Get().(*[]byte)
+	b, err := p.appendName(req, (*bp)[:0])
 	if err != nil {
+		names.Put(bp)
 		return Decision{Outcome: Failed, Err: err}
 	}
-	l := p.client.Limiter(name, p.limOpts...)
+	// core.Limiter copies the name into the limiter's own memory, so the
+	// name can be a view of the pooled buffer, which goes back at once.
+	l := p.client.Limiter(unsafe.String(unsafe.SliceData(b), len(b)), p.limOpts...)
+	*bp = b[:0]
+	names.Put(bp)
 	ctx := req.Context()
 	r, err := l.TryAcquire(ctx, p.cost)
 	if err != nil {

@@ -204,3 +204,18 @@ func TestLogErrorIsThrottled(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(buf.String(), "redis down"), buf.String())
 	assert.Contains(t, buf.String(), "policy=log")
 }
+
+func TestSetHeadersAllocations(t *testing.T) {
+	c, _ := mini(t)
+	p, err := policy.New(c, core.PerMinute(1000), policy.Settings{Name: "api"})
+	require.NoError(t, err)
+	d := policy.Decision{Outcome: policy.Allowed, Result: core.Result{Allowed: true, Remaining: 999, ResetAfter: time.Minute}}
+	h := http.Header{}
+	allocs := testing.AllocsPerRun(100, func() {
+		clear(h)
+		p.SetHeaders(h, d)
+	})
+	assert.LessOrEqual(t, allocs, 2.0, "one string for the numbers, one slab for the values")
+	assert.Equal(t, `"api";r=999;t=60`, h.Get("RateLimit"))
+	assert.Equal(t, "999", h.Get("X-RateLimit-Remaining"))
+}

@@ -19,6 +19,22 @@ local rate, interval, typ, keep
 local stale = false -- the config was (re)written: rebuild the counter
 if coded then
   rate, interval, typ, keep = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+  if not (c[1] or c[2] or c[3] or c[4]) and n <= rate then
+    local vkey, pkey = KEYS[2], KEYS[4]
+    if typ == '1' then
+      vkey, pkey = KEYS[3], KEYS[5]
+    end
+    if redis.call('EXISTS', vkey, pkey) == 0 then
+      -- A new limiter (the first request of a client, say): store the
+      -- config and grant, with nothing to read first.
+      redis.call('HSET', KEYS[1], 'rate', ARGV[3], 'interval', ARGV[4], 'type', typ, 'keepAliveTime', ARGV[6])
+      redis.call('PEXPIRE', KEYS[1], keep)
+      redis.call('ZADD', pkey, now, member)
+      redis.call('SET', vkey, rate - n, 'PX', keep)
+      redis.call('PEXPIRE', pkey, keep)
+      return { 0, 1, rate - n, 0, interval, now }
+    end
+  end
   if c[1] ~= ARGV[3] or c[2] ~= ARGV[4] or c[3] ~= ARGV[5] or c[4] ~= ARGV[6] then
     -- First use, an expired or evicted config, or a rate changed in code:
     -- create or update it here (no "not initialized" race), keeping the

@@ -1,0 +1,21 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/memredis"
+)
+
+func BenchmarkDecisionMemory(b *testing.B) {
+	c, _ := core.New(memredis.New())
+	ctx := context.Background()
+	r := core.WithRate(core.PerMinute(1_000_000))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Limiter("key:192.0.2.1", r).TryAcquire(ctx, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
