@@ -123,10 +123,10 @@ func (r *report) overhead(fw, v string) string {
 	bare, ok1 := r.find("e", fw, variantBare, 1)
 	mw, ok2 := r.find("e", fw, v, 1)
 	if !ok1 || !ok2 {
-		if v == variantMemory {
+		if v == variantMemory && newMemoryRedis == nil {
 			return "not measured: package internal/memredis was not present (see memcore.go)"
 		}
-		return "not measured"
+		return "not measured in this run"
 	}
 	mean := 1e6/mw.rate() - 1e6/bare.rate()
 	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
