@@ -223,19 +223,26 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 	}
 	for _, fw := range frameworks {
 		for _, n := range callerCounts {
-			for _, v := range variants() {
-				id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
-				r, err := h.point(ctx, id, v.redis, func(_ context.Context, rdb *redis.Client, callers int) (op, error) {
-					client, err := v.client(rdb)
+			vs := variants()
+			runs := make([][]row, len(vs))
+			for range h.reps {
+				for i, v := range vs {
+					id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
+					r, err := h.point(ctx, id, v.redis, func(_ context.Context, rdb *redis.Client, callers int) (op, error) {
+						client, err := v.client(rdb)
+						if err != nil {
+							return nil, err
+						}
+						return fw.build(client, v.timeout, callers), nil
+					})
 					if err != nil {
-						return nil, err
+						return rows, err
 					}
-					return fw.build(client, v.timeout, callers), nil
-				})
-				if err != nil {
-					return rows, err
+					runs[i] = append(runs[i], r)
 				}
-				rows = append(rows, r)
+			}
+			for _, rs := range runs {
+				rows = append(rows, medianRun(rs))
 			}
 		}
 	}

@@ -27,22 +27,23 @@ import (
 )
 
 func main() {
-	duration := flag.Duration("duration", 2*time.Second, "measured time of each run (scenario d: half of it)")
+	duration := flag.Duration("duration", time.Second, "measured time of each run (scenario d: half of it)")
+	reps := flag.Int("reps", 3, "runs of each measurement (scenarios a, b, c, e, f): the median run is reported")
 	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run")
 	out := flag.String("out", "results", "directory of results.md and chart.svg")
 	only := flag.String("only", "abcdef", "the scenarios to run, by letter")
 	flag.Parse()
 	selected = *only
-	if *duration <= 0 || *warmup <= 0 {
-		log.Fatal("-duration and -warmup must be positive")
+	if *duration <= 0 || *warmup <= 0 || *reps <= 0 {
+		log.Fatal("-duration, -warmup and -reps must be positive")
 	}
-	if err := run(*duration, *warmup, *out); err != nil {
+	if err := run(*duration, *warmup, *reps, *out); err != nil {
 		log.Printf("benchmarks: %v", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration, warmup time.Duration, out string) error {
+func run(duration, warmup time.Duration, reps int, out string) error {
 	start := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -60,16 +61,17 @@ func run(duration, warmup time.Duration, out string) error {
 	}
 	log.Printf("redis-server %s on %s", version["Server"]["redis_version"], srv.Addr)
 
-	h := &harness{addr: srv.Addr, admin: admin, warmup: warmup, duration: duration}
+	h := &harness{addr: srv.Addr, admin: admin, warmup: warmup, duration: duration, reps: reps}
 	// Scenario d measures 3 limits x 6 libraries x 3 caller counts: half
 	// the duration keeps the whole run within about 6 minutes at 2 s.
 	hd := *h
 	hd.duration, hd.warmup = duration/2, warmup/2
 
 	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d), %s, redis-server %s. "+
-		"Each run: %v warm-up, %v measured (scenario d: %v warm-up, %v measured).",
+		"Each run: %v warm-up, %v measured (scenario d: %v warm-up, %v measured); "+
+		"scenarios a, b, c, e and f: the median of %d runs, taken in turns with the other libraries.",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(),
-		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration)}
+		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, reps)}
 	if newMemoryRedis == nil {
 		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
 			"was not present when this binary was built (see memcore.go).")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,15 @@ type harness struct {
 	admin    *redis.Client // the harness's own connection: FLUSHALL, CONFIG, INFO
 	warmup   time.Duration
 	duration time.Duration
+	reps     int // measurements of each point; the median is reported
+}
+
+// medianRun returns the measurement with the median decisions/s of rs,
+// which are the repetitions of one point.
+func medianRun(rs []row) row {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rate(), b.rate()) })
+	return sorted[len(sorted)/2]
 }
 
 // rttCounter is a go-redis hook counting round trips: each command sent

@@ -48,6 +48,27 @@
 //
 // A Redisson client still stamps its own grants with its own clock.
 //
+// # Cost
+//
+// The allowed path of a limiter with a rate in code is one round trip
+// running six Redis commands (HMGET, TIME, ZRANGEBYSCORE, INCRBY, PTTL,
+// ZADD); the first decision of a new limiter is one round trip too. Its keys
+// get their TTL again only when it falls below one interval, so they live
+// between one interval (after which an idle limiter is full again, as if
+// new) and KeepAlive past the last grant.
+//
+// Two things keep Redis out of the way:
+//   - the local denial cache (WithDenialCache): a request denied by Redis is
+//     denied again from memory, with no round trip, until the exact time
+//     Redis gave, so an abusive client costs Redis nothing;
+//   - coalescing (WithCoalescing): when all round trips in flight are busy,
+//     concurrent decisions share the next one as a pipeline, so throughput
+//     grows with concurrency instead of with connections, while a lone
+//     caller still makes its own round trip at once.
+//
+// A log entry costs Redis about 120 bytes, as in Redisson: a full window of
+// 100 000 permits is about 12 MB.
+//
 // # Usage
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
