@@ -131,8 +131,10 @@ func (r *report) overhead(fw, v string) string {
 	mean := 1e6/mw.rate() - 1e6/bare.rate()
 	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
 	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory {
-		s += fmt.Sprintf("; the adapter's own part, beyond the core decision alone (%s µs mean, %s allocs): **%s µs**, **%s allocs**",
-			fixed(1e6/core.rate(), 2), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
+		s += fmt.Sprintf("; the adapter's own part, beyond the core decision alone (%s µs mean, %s µs p50, %s allocs): "+
+			"%s µs mean, **%s µs p50**, **%s allocs**",
+			fixed(1e6/core.rate(), 2), fixed(float64(core.P50)/1e3, 2), fixed(core.Allocs, 1),
+			signed(mean-1e6/core.rate()), signed(float64(mw.P50-bare.P50-core.P50)/1e3), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
 	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
