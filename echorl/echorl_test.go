@@ -18,15 +18,18 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 const userKey = "user"
 
-func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Adapter{
-		Name:        "echorl",
-		Serve:       serve,
-		UserKey:     userKey,
-		Peer:        netip.MustParseAddr("127.0.0.1"),
-		Disconnects: true,
-	})
+// adapter is how the conformance tables drive this package.
+var adapter = conformance.Adapter{
+	Name:        "echorl",
+	Serve:       serve,
+	UserKey:     userKey,
+	Peer:        netip.MustParseAddr("127.0.0.1"),
+	Disconnects: true,
 }
+
+func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
+
+func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 
 func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
 	limits := func(ls []conformance.Limit) []echo.MiddlewareFunc {
@@ -43,7 +46,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 			ctx, cancel := conformance.Controls(c.Request().Context(), c.Request().Header.Get)
 			defer cancel()
 			c.SetRequest(c.Request().WithContext(ctx))
-			if u := c.Request().Header.Get(conformance.HeaderUser); u != "" {
+			if u := conformance.UserOf(c.Request().Header.Get); u != "" {
 				c.Set(userKey, u)
 			}
 			return next(c)

@@ -18,24 +18,29 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 const userKey = "user"
 
-func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Adapter{
-		Name:    "fiberrl",
-		Serve:   serve,
-		UserKey: userKey,
-		// app.Test serves a connection whose remote address is 0.0.0.0:0.
-		Peer:        netip.MustParseAddr("0.0.0.0"),
-		Disconnects: false,
-	})
+// adapter is how the conformance tables drive this package.
+var adapter = conformance.Adapter{
+	Name:    "fiberrl",
+	Serve:   serve,
+	UserKey: userKey,
+	// app.Test serves a connection whose remote address is 0.0.0.0:0.
+	Peer:        netip.MustParseAddr("0.0.0.0"),
+	Disconnects: false,
 }
 
+func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
+
+func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
+
 func serve(_ *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
-	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	// A read buffer large enough for the hostile table's 64 KiB headers to reach
+	// the middleware (fasthttp's default, 4 KiB, answers 431 before it).
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: 256 << 10})
 	f.Use(func(c *fiber.Ctx) error {
 		ctx, cancel := conformance.Controls(c.UserContext(), func(name string) string { return c.Get(name) })
 		defer cancel()
 		c.SetUserContext(ctx)
-		if u := c.Get(conformance.HeaderUser); u != "" {
+		if u := conformance.UserOf(func(name string) string { return c.Get(name) }); u != "" {
 			c.Locals(userKey, utils.CopyString(u))
 		}
 		return c.Next()

@@ -19,15 +19,18 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // userKey is where the pre-middleware stores X-User, with c.Set.
 const userKey = "user"
 
-func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Adapter{
-		Name:        "ginrl",
-		Serve:       serve,
-		UserKey:     userKey,
-		Peer:        netip.MustParseAddr("127.0.0.1"),
-		Disconnects: true,
-	})
+// adapter is how the conformance tables drive this package.
+var adapter = conformance.Adapter{
+	Name:        "ginrl",
+	Serve:       serve,
+	UserKey:     userKey,
+	Peer:        netip.MustParseAddr("127.0.0.1"),
+	Disconnects: true,
 }
+
+func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
+
+func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 
 func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
 	gin.SetMode(gin.TestMode)
@@ -36,7 +39,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 		ctx, cancel := conformance.Controls(c.Request.Context(), c.GetHeader)
 		defer cancel()
 		c.Request = c.Request.WithContext(ctx)
-		if u := c.GetHeader(conformance.HeaderUser); u != "" {
+		if u := conformance.UserOf(c.GetHeader); u != "" {
 			c.Set(userKey, u)
 		}
 		c.Next()

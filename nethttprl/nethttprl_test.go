@@ -17,15 +17,18 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 type userKey struct{}
 
-func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Adapter{
-		Name:        "nethttprl",
-		Serve:       serve,
-		UserKey:     userKey{},
-		Peer:        netip.MustParseAddr("127.0.0.1"),
-		Disconnects: true,
-	})
+// adapter is how the conformance tables drive this package.
+var adapter = conformance.Adapter{
+	Name:        "nethttprl",
+	Serve:       serve,
+	UserKey:     userKey{},
+	Peer:        netip.MustParseAddr("127.0.0.1"),
+	Disconnects: true,
 }
+
+func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
+
+func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 
 func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
 	limit := func(h http.Handler, limits []conformance.Limit) http.Handler {
@@ -43,7 +46,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := conformance.Controls(r.Context(), r.Header.Get)
 		defer cancel()
-		if u := r.Header.Get(conformance.HeaderUser); u != "" {
+		if u := conformance.UserOf(r.Header.Get); u != "" {
 			ctx = context.WithValue(ctx, userKey{}, u)
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
@@ -85,4 +88,10 @@ func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
 		}))
 	}
 	return o
+}
+
+// 20 000 new clients as fast as the middleware takes them: their keys all
+// expire after the keepAlive and Redis memory returns to its baseline.
+func TestNewClientChurnLeavesNothing(t *testing.T) {
+	conformance.ChurnMemory(t, adapter, 20_000, 32)
 }
