@@ -16,7 +16,8 @@ import (
 // Throughput then grows with concurrency instead of with connections.
 type batcher struct {
 	rdb   redis.UniversalClient
-	max   int // round trips in flight at once
+	max   int  // round trips in flight at once
+	ctxIO bool // rdb stops its I/O at a context's deadline
 	mu    sync.Mutex
 	busy  int       // round trips in flight
 	queue []*waiter // calls waiting for a round trip
@@ -32,9 +33,16 @@ type waiter struct {
 
 // do runs cmd, alone or in a pipeline with other calls, and returns when
 // cmd has its reply or ctx is done.
+//
+// A call with a deadline that rdb would not honour (go-redis stops its I/O
+// at a context's deadline only with ContextTimeoutEnabled) never makes its
+// round trip itself: a runner goroutine does, and the call waits for it
+// only until its deadline.
 func (b *batcher) do(ctx context.Context, cmd *redis.Cmd) error {
+	_, hasDeadline := ctx.Deadline()
+	direct := b.ctxIO || !hasDeadline
 	b.mu.Lock()
-	if b.busy < b.max {
+	if b.busy < b.max && direct {
 		b.busy++
 		b.mu.Unlock()
 		_ = b.rdb.Process(ctx, cmd)
@@ -45,8 +53,14 @@ func (b *batcher) do(ctx context.Context, cmd *redis.Cmd) error {
 	// be used outside it, and users' tests may run this in bubbles.
 	w := &waiter{cmd: cmd, done: make(chan struct{}, 1)}
 	w.deadline, _ = ctx.Deadline()
-	b.queue = append(b.queue, w)
-	b.mu.Unlock()
+	if b.busy < b.max {
+		b.busy++
+		b.mu.Unlock()
+		go b.run([]*waiter{w})
+	} else {
+		b.queue = append(b.queue, w)
+		b.mu.Unlock()
+	}
 	select {
 	case <-w.done:
 		return nil
@@ -98,11 +112,15 @@ func (b *batcher) take() []*waiter {
 func (b *batcher) run(batch []*waiter) {
 	for len(batch) > 0 {
 		ctx, cancel := batchContext(batch)
-		pipe := b.rdb.Pipeline()
-		for _, w := range batch {
-			_ = pipe.Process(ctx, w.cmd)
+		if len(batch) == 1 {
+			_ = b.rdb.Process(ctx, batch[0].cmd)
+		} else {
+			pipe := b.rdb.Pipeline()
+			for _, w := range batch {
+				_ = pipe.Process(ctx, w.cmd)
+			}
+			_, _ = pipe.Exec(ctx)
 		}
-		_, _ = pipe.Exec(ctx)
 		cancel()
 		b.mu.Lock()
 		for _, w := range batch {

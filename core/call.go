@@ -2,9 +2,12 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -61,17 +64,21 @@ func (c *Client) evalAcquire(ctx context.Context, l *Limiter, permits int64, v *
 			reuse = false
 			return 0, err
 		}
-	} else {
-		_ = c.rdb.Process(ctx, cmd)
+	} else if err := c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) }); err != nil {
+		reuse = false
+		return 0, err
 	}
 	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		args[0], args[1] = "eval", acquireSrc
 		cmd = redis.NewCmd(ctx, args...)
-		_ = c.rdb.Process(ctx, cmd)
+		if err := c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) }); err != nil {
+			reuse = false
+			return 0, err
+		}
 	}
 	reply, err := cmd.Slice()
 	if err != nil {
-		return 0, err
+		return 0, deadlineError(ctx, err)
 	}
 	n := 0
 	for _, x := range reply {
@@ -83,4 +90,61 @@ func (c *Client) evalAcquire(ctx context.Context, l *Limiter, permits int64, v *
 		n++
 	}
 	return n, nil
+}
+
+// guard runs a round trip, f, so that it ends at ctx's deadline even when
+// the go-redis client would not stop its I/O there (without
+// ContextTimeoutEnabled it waits for its own ReadTimeout, 3 s by default):
+// then f runs on its own goroutine, which is left to finish after the
+// deadline. guard returns ctx's error when the deadline came first.
+func (c *Client) guard(ctx context.Context, f func(context.Context)) error {
+	if _, ok := ctx.Deadline(); !ok || c.ctxIO {
+		f(ctx)
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		f(ctx)
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return nil
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// honoursContext reports whether go-redis stops rdb's I/O at a context's
+// deadline (its ContextTimeoutEnabled option).
+func honoursContext(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// deadlineError returns err, made to wrap context.DeadlineExceeded too when
+// it is a network timeout at or after ctx's deadline: go-redis with
+// ContextTimeoutEnabled reports a deadline as an i/o timeout, and callers
+// test for context.DeadlineExceeded whichever way the deadline was met.
+func deadlineError(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+	}
+	return err
 }

@@ -29,6 +29,7 @@ type Client struct {
 	clock    clock
 	denials  *denialCache // nil when disabled
 	batch    *batcher     // nil when coalescing is off
+	ctxIO    bool         // rdb stops its I/O at a context's deadline
 }
 
 // An Option configures a Client.
@@ -101,7 +102,7 @@ func WithCoalescing(maxInFlight int) Option {
 		}
 		c.batch = nil
 		if maxInFlight > 0 {
-			c.batch = &batcher{rdb: c.rdb, max: maxInFlight}
+			c.batch = &batcher{rdb: c.rdb, max: maxInFlight, ctxIO: c.ctxIO}
 		}
 		return nil
 	})
@@ -110,12 +111,19 @@ func WithCoalescing(maxInFlight int) Option {
 // New returns a Client that keeps its limiters in rdb, which may be a
 // single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
 // service can start while Redis is down; it only checks its arguments.
+//
+// Give rdb ContextTimeoutEnabled: true. go-redis then stops its I/O at a
+// call's deadline (a context's, or WithCallTimeout's); without it, it
+// waits for its ReadTimeout (3 s by default), so the Client makes each
+// round trip that has a deadline on a goroutine of its own, and returns at
+// the deadline while that goroutine finishes.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{},
-		batch: &batcher{rdb: rdb, max: runtime.GOMAXPROCS(0)}}
+	ctxIO := honoursContext(rdb)
+	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: ctxIO,
+		batch: &batcher{rdb: rdb, max: runtime.GOMAXPROCS(0), ctxIO: ctxIO}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)

@@ -358,7 +358,13 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 	defer l.forget()
 	ctx, cancel := l.callContext(ctx)
 	defer cancel()
-	n, err := l.c.rdb.Del(ctx, l.keys[:]...).Result()
+	var del *redis.IntCmd // written by f; read only once f is done
+	err := l.c.guard(ctx, func(ctx context.Context) { del = l.c.rdb.Del(ctx, l.keys[:]...) })
+	var n int64
+	if err == nil {
+		n, err = del.Result()
+		err = deadlineError(ctx, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
 	}
@@ -370,7 +376,16 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 	ctx, cancel := l.callContext(ctx)
 	defer cancel()
-	return s.Run(ctx, l.c.rdb, keys, args...)
+	var out *redis.Cmd // written by f; read only once f is done
+	if err := l.c.guard(ctx, func(ctx context.Context) { out = s.Run(ctx, l.c.rdb, keys, args...) }); err != nil {
+		failed := redis.NewCmd(ctx)
+		failed.SetErr(err)
+		return failed
+	}
+	if err := deadlineError(ctx, out.Err()); err != out.Err() {
+		out.SetErr(err)
+	}
+	return out
 }
 
 func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -21,7 +21,7 @@ const Remaining = 999_999
 // scripts (EVALSHA or EVAL with the limiter's five keys) get an "allowed"
 // reply, everything else an error.
 func New() redis.UniversalClient {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", MaxRetries: -1, ContextTimeoutEnabled: true})
 	rdb.AddHook(hook{})
 	return rdb
 }

@@ -41,6 +41,7 @@ func Client() (*core.Client, func()) {
 		if err != nil {
 			log.Fatalf("REDIS_URL: %v", err)
 		}
+		opts.ContextTimeoutEnabled = true // stop at the limiter's 100 ms decision timeout
 		rdb = redis.NewClient(opts)
 		log.Printf("using Redis at %s", opts.Addr)
 	} else {
@@ -48,7 +49,7 @@ func Client() (*core.Client, func()) {
 		if err != nil {
 			log.Fatalf("embedded Redis: %v", err)
 		}
-		rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		rdb = redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 		stop = mr.Close
 		log.Printf("REDIS_URL is unset: using an embedded Redis (miniredis) at %s; set REDIS_URL=redis://host:6379 to share limits between processes", mr.Addr())
 	}
