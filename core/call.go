@@ -59,26 +59,26 @@ func (c *Client) evalAcquire(ctx context.Context, l *Limiter, permits int64, v *
 		}
 	}
 	cmd := redis.NewCmd(ctx, args...)
-	if c.batch != nil {
-		if err := c.batch.do(ctx, cmd); err != nil {
+	if b := c.batcherFor(l); b != nil {
+		if err := b.do(ctx, cmd); err != nil {
 			reuse = false
-			return 0, err
+			return 0, c.failed(err)
 		}
 	} else if err := c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) }); err != nil {
 		reuse = false
-		return 0, err
+		return 0, c.failed(err)
 	}
 	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		args[0], args[1] = "eval", acquireSrc
 		cmd = redis.NewCmd(ctx, args...)
 		if err := c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) }); err != nil {
 			reuse = false
-			return 0, err
+			return 0, c.failed(err)
 		}
 	}
 	reply, err := cmd.Slice()
 	if err != nil {
-		return 0, deadlineError(ctx, err)
+		return 0, deadlineError(ctx, c.failed(err))
 	}
 	n := 0
 	for _, x := range reply {

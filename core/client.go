@@ -27,9 +27,11 @@ type Client struct {
 	prefix   string
 	clientID string
 	clock    clock
-	denials  *denialCache // nil when disabled
-	batch    *batcher     // nil when coalescing is off
-	ctxIO    bool         // rdb stops its I/O at a context's deadline
+	denials  *denialCache          // nil when disabled
+	batch    *batcher              // nil when coalescing is off or per slot
+	slots    *slotBatchers         // Cluster with coalescing: a batcher per slot
+	ctxIO    bool                  // rdb stops its I/O at a context's deadline
+	reload   func(context.Context) // Cluster: reload the slot map
 }
 
 // An Option configures a Client.
@@ -91,7 +93,10 @@ func WithDenialCache(enabled bool) Option {
 // once (the default is GOMAXPROCS). A decision that finds fewer makes
 // its own round trip at once; decisions that find them all busy wait and
 // share the next one, sent as one pipeline, so concurrent callers cost
-// Redis far fewer reads, writes and wake-ups. 0 turns coalescing off: every
+// Redis far fewer reads, writes and wake-ups. On a Redis Cluster the bound
+// is per hash slot, and a pipeline never spans two slots: a master that is
+// down or slow holds up no decision on another master's keys (the Client
+// then keeps a table of 16384 pointers, 128 KiB). 0 turns coalescing off: every
 // decision is its own round trip. Turn it off when go-redis reaches Redis
 // over an unbuffered connection such as net.Pipe (miniredis's Dial), on
 // which a pipeline blocks until its write times out.
@@ -117,6 +122,12 @@ func WithCoalescing(maxInFlight int) Option {
 // waits for its ReadTimeout (3 s by default), so the Client makes each
 // round trip that has a deadline on a goroutine of its own, and returns at
 // the deadline while that goroutine finishes.
+//
+// With a Cluster client, a round trip that fails other than with a Redis
+// reply (a refused connection, a timeout) makes the Client ask go-redis to
+// reload the slot map (ClusterClient.ReloadState), so that the keys of a
+// master that failed over follow its promoted replica within moments; by
+// itself go-redis would learn of it only at its next periodic reload.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
@@ -135,6 +146,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if c.clientID == "" {
 		c.clientID = newUUID()
 	}
+	c.clusterSetup()
 	return c, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/slot"
 )
 
 // Limiter is one named rate limiter in Redis. Limiters are cheap values
@@ -22,6 +24,7 @@ type Limiter struct {
 	err     error         // a bad name or option, returned by every call
 	coded   *codedRate    // the rate given with WithRate, or nil
 	timeout time.Duration // bound of each round trip, when > 0
+	slot    uint16        // the Cluster hash slot of its keys, when batched per slot
 }
 
 // codedRate is a rate given with WithRate, with its script arguments
@@ -83,6 +86,9 @@ func WithCallTimeout(d time.Duration) LimiterOption {
 func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 	l := &Limiter{c: c}
 	c.keysFor(l, name)
+	if c.slots != nil {
+		l.slot = uint16(slot.Of(l.name))
+	}
 	if l.err = checkName(l.name); l.err != nil {
 		return l
 	}
@@ -365,7 +371,7 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 		n, err = del.Result()
 		err = deadlineError(ctx, err)
 	}
-	if err != nil {
+	if err = l.c.failed(err); err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
 	}
 	return n > 0, nil
@@ -379,10 +385,10 @@ func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args
 	var out *redis.Cmd // written by f; read only once f is done
 	if err := l.c.guard(ctx, func(ctx context.Context) { out = s.Run(ctx, l.c.rdb, keys, args...) }); err != nil {
 		failed := redis.NewCmd(ctx)
-		failed.SetErr(err)
+		failed.SetErr(l.c.failed(err))
 		return failed
 	}
-	if err := deadlineError(ctx, out.Err()); err != out.Err() {
+	if err := deadlineError(ctx, l.c.failed(out.Err())); err != out.Err() {
 		out.SetErr(err)
 	}
 	return out
