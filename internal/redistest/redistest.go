@@ -91,6 +91,7 @@ type Server struct {
 	Addr string // 127.0.0.1:Port
 	Dir  string // its working directory (logs, cluster config)
 
+	conf string // config file given first on the command line, if any
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -100,13 +101,19 @@ type Server struct {
 // Start starts a redis-server on a free port with persistence off. Extra
 // arguments are passed on its command line (e.g. "--maxmemory", "1mb").
 func Start(args ...string) (*Server, error) {
+	return start(false, args)
+}
+
+// start starts a redis-server, or a sentinel (redis-server --sentinel on
+// an empty, writable config file of its own), on a free port.
+func start(sentinel bool, args []string) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		s, err := startOn(port, args)
+		s, err := startOn(port, sentinel, args)
 		if err == nil {
 			return s, nil
 		}
@@ -115,12 +122,21 @@ func Start(args ...string) (*Server, error) {
 	return nil, lastErr
 }
 
-func startOn(port int, args []string) (*Server, error) {
+func startOn(port int, sentinel bool, args []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redlimit-redis-")
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir, args: args}
+	if sentinel {
+		// Sentinel rewrites its config file: it must exist and be writable.
+		s.conf = filepath.Join(dir, "sentinel.conf")
+		s.args = append([]string{"--sentinel"}, args...)
+		if err := os.WriteFile(s.conf, nil, 0o644); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := s.launch(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -132,11 +148,16 @@ func startOn(port int, args []string) (*Server, error) {
 }
 
 func (s *Server) launch() error {
-	argv := append([]string{
+	var argv []string
+	if s.conf != "" {
+		argv = append(argv, s.conf)
+	}
+	argv = append(argv, []string{
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.Dir,
 		"--logfile", filepath.Join(s.Dir, "redis.log"), "--daemonize", "no",
-	}, s.args...)
+	}...)
+	argv = append(argv, s.args...)
 	cmd := exec.Command("redis-server", argv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
