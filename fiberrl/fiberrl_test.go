@@ -30,6 +30,11 @@ var adapter = conformance.Adapter{
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
 
+// TestConformanceCluster runs the same table on Redis Cluster: 3 masters
+// with a replica each, and, for the failure cases, a master that the case
+// stops (see conformance.RunCluster).
+func TestConformanceCluster(t *testing.T) { conformance.RunCluster(t, adapter) }
+
 func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 
 func serve(_ *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {

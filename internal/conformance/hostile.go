@@ -53,7 +53,7 @@ func RunHostile(t *testing.T, a Adapter) {
 	serve := func(t *testing.T, global []Limit, routes ...Route) caller {
 		c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+"."+strconv.FormatUint(rand.Uint64(), 36)+":"))
 		require.NoError(t, err)
-		ap := App{Client: c, Global: global, Routes: routes, Errors: make(chan error, 1000)}
+		ap := App{Client: c, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000)}
 		return caller{t: t, do: a.Serve(t, ap)}
 	}
 	user := keyfunc.User(a.UserKey)
@@ -180,7 +180,7 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	require.NoError(t, err)
 	window := 200 * time.Millisecond // keepAlive: two windows
 	ap := App{Client: c, Routes: []Route{{Path: "/user", Limits: []Limit{{
-		Name: "churn", Rate: core.Rate{Permits: 5, Interval: window}, Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)},
+		Name: "churn", Rate: core.Rate{Permits: 5, Interval: window}, Timeout: sharedTimeout, Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)},
 	}}}}, Errors: make(chan error, 10)}
 	cl := caller{t: t, do: a.Serve(t, ap)}
 	cl.get("/user", HeaderUser, "warm-up") // connections, scripts
