@@ -1,9 +1,17 @@
 package core_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain runs the tests, or, when the test binary was started by
+// TestDistributed as one of its worker processes, that worker alone.
+func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(distWorkerEnv); ok {
+		os.Exit(runDistWorker(spec))
+	}
+	redistest.Main(m)
+}
