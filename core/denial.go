@@ -15,7 +15,10 @@ import (
 // UpdateRate and Delete drop the entry; those of other clients do not, so
 // for a denied limiter they take effect here at the reported time at the
 // latest. The deadline counts from the moment the request was sent, before
-// Redis decided, so the cache never denies past the exact time.
+// Redis decided, less the 1 ms resolution of the script's clock (Redis
+// decides on whole ms, and the request may have been sent up to 1 ms after
+// the start of the ms of the decision), so the cache never denies past the
+// exact time: at worst it sends a request that Redis denies again.
 type denialCache struct {
 	m     sync.Map     // limiter name -> *denial
 	n     atomic.Int64 // entries, so an empty cache costs one atomic load
@@ -24,10 +27,14 @@ type denialCache struct {
 
 type denial struct {
 	permits int64     // the request that was denied
-	until   time.Time // when it can be granted, on the local monotonic clock
+	until   time.Time // denied until then, on the local monotonic clock
+	retryAt time.Time // reported retry time: never earlier than the real one
 	reset   time.Time // when every permit is back
 	res     Result    // the denial as Redis reported it
 }
+
+// scriptResolution is the resolution of the clock the scripts decide on.
+const scriptResolution = time.Millisecond
 
 // sweepAt is the size above which inserts sweep expired entries (at most
 // once a second), bounding the memory of many denied limiters.
@@ -53,23 +60,31 @@ func (c *denialCache) get(name string, permits int64, now time.Time) (Result, bo
 		return Result{}, false
 	}
 	r := d.res
-	r.RetryAfter = d.until.Sub(now)
+	r.RetryAfter = d.retryAt.Sub(now)
 	r.ResetAfter = max(d.reset.Sub(now), r.RetryAfter)
 	r.at = 0
 	return r, true
 }
 
-// put records a denial decided for a request sent at sent.
-func (c *denialCache) put(name string, permits int64, sent time.Time, r Result) {
+// put records a denial decided for a request sent at sent, whose reply
+// came at received. The cache denies until the earliest time the permits
+// can be back; it reports the latest, counted from the reply, so that a
+// caller waiting the reported time is never early. A denial whose permits
+// come back within the script's resolution is not worth keeping.
+func (c *denialCache) put(name string, permits int64, sent, received time.Time, r Result) {
+	if r.RetryAfter <= scriptResolution {
+		return
+	}
 	d := &denial{
 		permits: permits,
-		until:   sent.Add(r.RetryAfter),
-		reset:   sent.Add(r.ResetAfter),
+		until:   sent.Add(r.RetryAfter - scriptResolution),
+		retryAt: received.Add(r.RetryAfter),
+		reset:   received.Add(r.ResetAfter),
 		res:     r,
 	}
 	if _, loaded := c.m.Swap(strings.Clone(name), d); !loaded {
 		if c.n.Add(1) > sweepAt {
-			c.sweepExpired(sent)
+			c.sweepExpired(received)
 		}
 	}
 }

@@ -39,9 +39,10 @@ import (
 //     PerClient, no process's own grants do, while all processes' together
 //     do, which shows that each has a budget of its own);
 //   - under-admission: every denial Redis decided was justified (its window
-//     held more than Permits minus the permits asked); the window was at
-//     least 95% full, on average, whenever demand exceeded the limit (see
-//     contendedFill); and, for windows of 1 s and more, at least 95% of the
+//     held more than Permits minus the permits asked), and so was every
+//     denial of the local denial cache that could be timed to a ms; the
+//     window was at least 95% full, on average, whenever demand exceeded
+//     the limit (see contendedFill); and, for windows of 1 s and more, at least 95% of the
 //     capacity of the run was used end to end (see distCapacity, which says
 //     why shorter windows only log that figure).
 //
@@ -499,6 +500,8 @@ func judgeDist(t *testing.T, who string, w distWork, r core.Rate, run distGo) {
 		full = fmt.Sprintf("full %d ms after the first grant", win.full-t0)
 	}
 	cacheWrong, cacheTimed := unjustifiedCacheDenials(w, r.Permits, interval)
+	assert.Zero(t, cacheWrong, "%s: under-admission: the local denial cache denied %d of %d requests timed after their permits were back",
+		who, cacheWrong, cacheTimed)
 	t.Logf("%s: %d permits granted (%d grants) of a capacity of %d: %.2f%% used end to end, over the %d ms from the first grant (%d ms after the start) to the end; "+
 		"window %.2f%% full where demand exceeded the limit (%d ms); at most %d permits in any window (rate %d), %s; "+
 		"denial cache: %d of the %d denials timed were made with the permits there",

@@ -228,7 +228,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 		return Result{}, fmt.Errorf("core: acquire: unexpected reply of %d values", n)
 	}
 	if !r.Allowed && l.c.denials != nil {
-		l.c.denials.put(l.name, permits, sent, r)
+		l.c.denials.put(l.name, permits, sent, l.c.clock.Now(), r)
 	}
 	return r, nil
 }
