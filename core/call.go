@@ -64,14 +64,14 @@ func (c *Client) evalAcquire(ctx context.Context, l *Limiter, permits int64, v *
 			reuse = false
 			return 0, c.failed(err)
 		}
-	} else if err := c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) }); err != nil {
+	} else if err := c.process(ctx, cmd); err != nil {
 		reuse = false
 		return 0, c.failed(err)
 	}
 	if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		args[0], args[1] = "eval", acquireSrc
 		cmd = redis.NewCmd(ctx, args...)
-		if err := c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) }); err != nil {
+		if err := c.process(ctx, cmd); err != nil {
 			reuse = false
 			return 0, c.failed(err)
 		}
@@ -90,6 +90,13 @@ func (c *Client) evalAcquire(ctx context.Context, l *Limiter, permits int64, v *
 		n++
 	}
 	return n, nil
+}
+
+// process sends cmd through guard. It is a function of its own so that the
+// closure, which escapes, captures its parameter rather than a variable of
+// the caller: evalAcquire's cmd then stays on the stack.
+func (c *Client) process(ctx context.Context, cmd *redis.Cmd) error {
+	return c.guard(ctx, func(ctx context.Context) { _ = c.rdb.Process(ctx, cmd) })
 }
 
 // guard runs a round trip, f, so that it ends at ctx's deadline even when
