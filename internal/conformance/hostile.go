@@ -172,6 +172,7 @@ func RunHostile(t *testing.T, a Adapter) {
 // App) and reports whether every key expired after the keepAlive, and Redis
 // memory came back to its baseline. It returns the keys per second reached.
 func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
+	redistest.Need(t)
 	s, err := redistest.Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
