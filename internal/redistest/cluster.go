@@ -20,22 +20,43 @@ type Cluster struct {
 	Replicas []*Server
 }
 
+// onceCluster is a cluster started at most once per test binary.
+type onceCluster struct {
+	what  string
+	start func() (*Cluster, error)
+	once  sync.Once
+	c     *Cluster
+	err   error
+}
+
+// startOnce starts the cluster unless it was started already.
+func (o *onceCluster) startOnce() { o.once.Do(func() { o.c, o.err = o.start() }) }
+
+// get returns the cluster, started on first use; it skips without
+// redis-server (see Need).
+func (o *onceCluster) get(t testing.TB) *Cluster {
+	t.Helper()
+	Need(t)
+	o.startOnce()
+	if o.err != nil {
+		t.Fatalf("start %s: %v", o.what, o.err)
+	}
+	return o.c
+}
+
 var (
-	sharedCluster *Cluster
-	errCluster    error
-	clusterOnce   sync.Once
+	sharedCluster     = &onceCluster{what: "redis cluster", start: func() (*Cluster, error) { return StartCluster(3, 0) }}
+	replicatedCluster = &onceCluster{what: "redis cluster with replicas", start: func() (*Cluster, error) { return StartCluster(3, 1) }}
+	outageCluster     = &onceCluster{what: "redis cluster for outages", start: func() (*Cluster, error) {
+		return StartClusterArgs(3, 0, "--cluster-node-timeout", strconv.Itoa(int(OutageNodeTimeout.Milliseconds())))
+	}}
 )
 
 // SharedCluster returns one cluster of 3 masters for the whole test binary,
 // started on first use (about 3 s).
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
-	Need(t)
-	clusterOnce.Do(func() { sharedCluster, errCluster = StartCluster(3, 0) })
-	if errCluster != nil {
-		t.Fatalf("start redis cluster: %v", errCluster)
-	}
-	return sharedCluster
+	return sharedCluster.get(t)
 }
 
 // StartCluster starts masters nodes with replicas replicas each, creates the
@@ -158,28 +179,13 @@ func (c *Cluster) Stop() {
 	}
 }
 
-var (
-	replicatedCluster     *Cluster
-	errReplicatedCluster  error
-	replicatedClusterOnce sync.Once
-
-	outageCluster     *Cluster
-	errOutageCluster  error
-	outageClusterOnce sync.Once
-)
-
 // SharedClusterWithReplicas returns one cluster of 3 masters with a replica
 // each for the whole test binary, started on first use (about 3 to 5 s).
 // Tests sharing it must use their own key names and must not stop its
 // nodes: for outages, use SharedOutageCluster or a cluster of their own.
 func SharedClusterWithReplicas(t testing.TB) *Cluster {
 	t.Helper()
-	Need(t)
-	replicatedClusterOnce.Do(func() { replicatedCluster, errReplicatedCluster = StartCluster(3, 1) })
-	if errReplicatedCluster != nil {
-		t.Fatalf("start redis cluster with replicas: %v", errReplicatedCluster)
-	}
-	return replicatedCluster
+	return replicatedCluster.get(t)
 }
 
 // OutageNodeTimeout is the cluster-node-timeout of SharedOutageCluster.
@@ -196,24 +202,14 @@ const OutageNodeTimeout = time.Minute
 // is running: call RestartNode first when it is not.
 func SharedOutageCluster(t testing.TB) *Cluster {
 	t.Helper()
-	Need(t)
-	outageClusterOnce.Do(startOutageCluster)
-	if errOutageCluster != nil {
-		t.Fatalf("start redis cluster for outages: %v", errOutageCluster)
-	}
-	return outageCluster
+	return outageCluster.get(t)
 }
 
 // PrestartOutageCluster starts SharedOutageCluster in the background, if
 // it is not started yet, so that it is ready sooner when a test asks for
 // it; it returns at once. Call it after Need.
 func PrestartOutageCluster() {
-	go outageClusterOnce.Do(startOutageCluster)
-}
-
-func startOutageCluster() {
-	outageCluster, errOutageCluster = StartClusterArgs(3, 0,
-		"--cluster-node-timeout", strconv.Itoa(int(OutageNodeTimeout.Milliseconds())))
+	go outageCluster.startOnce()
 }
 
 // StartClusterArgs is StartCluster with extra redis-server arguments for
