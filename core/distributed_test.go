@@ -474,18 +474,21 @@ func judgeDist(t *testing.T, who string, w distWork, r core.Rate, run distGo) {
 	assert.Zero(t, wrong, "%s: under-admission: %d denials by Redis with the permits there, the first: %s", who, wrong, first)
 
 	// ... the window full whenever demand exceeded the limit...
+	// The span judged: from the first grant, for at most the run's duration
+	// (see distCapacity).
 	t0 := w.grants[0].at
-	fill, contended := contendedFill(w, t0, run.End, r.Permits, interval)
+	end := min(run.End, t0+run.End-run.Start)
+	fill, contended := contendedFill(w, t0, end, r.Permits, interval)
 	if assert.Positive(t, contended, "%s: no request was ever denied: the workers did not load the limiter", who) {
 		assert.GreaterOrEqual(t, fill, distMinUtilized,
 			"%s: under-admission: the window was %.2f%% full, on average, when requests were denied", who, 100*fill)
 	}
 
 	// ... and the capacity of the run used, end to end.
-	capacity := distCapacity(t0, run.End, r.Permits, interval)
+	capacity := distCapacity(t0, end, r.Permits, interval)
 	var granted int64
 	for _, g := range w.grants {
-		if g.at < run.End {
+		if g.at < end {
 			granted += g.permits
 		}
 	}
@@ -505,7 +508,7 @@ func judgeDist(t *testing.T, who string, w distWork, r core.Rate, run distGo) {
 	t.Logf("%s: %d permits granted (%d grants) of a capacity of %d: %.2f%% used end to end, over the %d ms from the first grant (%d ms after the start) to the end; "+
 		"window %.2f%% full where demand exceeded the limit (%d ms); at most %d permits in any window (rate %d), %s; "+
 		"denial cache: %d of the %d denials timed were made with the permits there",
-		who, granted, len(w.grants), capacity, 100*util, run.End-t0, t0-run.Start,
+		who, granted, len(w.grants), capacity, 100*util, end-t0, t0-run.Start,
 		100*fill, contended, win.max, r.Permits, full, cacheWrong, cacheTimed)
 }
 
@@ -527,7 +530,10 @@ func judgeDist(t *testing.T, who string, w distWork, r core.Rate, run distGo) {
 // take a span ending at them, adding a window's capacity for a few ms, but
 // they count in every other check. Nothing else is left out: the durations
 // are whole seconds, so the last window, short by as much as the first
-// grant came after the start, is nearly whole.
+// grant came after the start, is nearly whole. A worker that starts a ms or
+// two early (its estimate of the server's clock is off by up to half a
+// round trip) must not add a window of a ms or two at the end, which no
+// client could fill: the span lasts at most the run's duration.
 //
 // Used end to end, this capacity measures the clients as much as the
 // limiter: a permit granted at T comes back at T+interval, but is granted
