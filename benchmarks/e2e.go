@@ -224,26 +224,21 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 	for _, fw := range frameworks {
 		for _, n := range callerCounts {
 			vs := variants()
-			runs := make([][]row, len(vs))
-			for range h.reps {
-				for i, v := range vs {
-					id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
-					r, err := h.point(ctx, id, v.redis, func(_ context.Context, rdb *redis.Client, callers int) (op, error) {
-						client, err := v.client(rdb)
-						if err != nil {
-							return nil, err
-						}
-						return fw.build(client, v.timeout, callers), nil
-					})
+			rs, err := h.inTurns(len(vs), func(i int) (row, error) {
+				v := vs[i]
+				id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
+				return h.point(ctx, id, v.redis, func(_ context.Context, rdb *redis.Client, callers int) (op, error) {
+					client, err := v.client(rdb)
 					if err != nil {
-						return rows, err
+						return nil, err
 					}
-					runs[i] = append(runs[i], r)
-				}
+					return fw.build(client, v.timeout, callers), nil
+				})
+			})
+			if err != nil {
+				return rows, err
 			}
-			for _, rs := range runs {
-				rows = append(rows, medianRun(rs))
-			}
+			rows = append(rows, rs...)
 		}
 	}
 	return rows, nil

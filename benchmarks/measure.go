@@ -25,6 +25,28 @@ type harness struct {
 	reps     int // measurements of each point; the median is reported
 }
 
+// inTurns measures k contenders h.reps times, taking turns, so that a
+// change in the machine's background load does not fall on one of them,
+// and returns each one's median run, in order. measure(i) measures
+// contender i once.
+func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error) {
+	runs := make([][]row, k)
+	for range h.reps {
+		for i := range k {
+			r, err := measure(i)
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = append(runs[i], r)
+		}
+	}
+	rows := make([]row, k)
+	for i, rs := range runs {
+		rows[i] = medianRun(rs)
+	}
+	return rows, nil
+}
+
 // medianRun returns the measurement with the median decisions/s of rs,
 // which are the repetitions of one point.
 func medianRun(rs []row) row {

@@ -176,23 +176,16 @@ func (h *harness) runABC(ctx context.Context, libsA, libsBC []library) ([]row, e
 		if !wanted(sc.id) {
 			continue
 		}
-		// Libraries take turns at each number of callers, h.reps times, so
-		// that a change in the machine's background load does not fall on
-		// one library; each row is the median run.
+		// Libraries take turns at each number of callers.
 		for _, n := range callerCounts {
-			runs := make([][]row, len(sc.libs))
-			for range h.reps {
-				for i, lib := range sc.libs {
-					r, err := h.point(ctx, row{Scenario: sc.id, Library: lib.name, Callers: n}, true, sc.s(lib))
-					if err != nil {
-						return rows, err
-					}
-					runs[i] = append(runs[i], r)
-				}
+			rs, err := h.inTurns(len(sc.libs), func(i int) (row, error) {
+				lib := sc.libs[i]
+				return h.point(ctx, row{Scenario: sc.id, Library: lib.name, Callers: n}, true, sc.s(lib))
+			})
+			if err != nil {
+				return rows, err
 			}
-			for _, rs := range runs {
-				rows = append(rows, medianRun(rs))
-			}
+			rows = append(rows, rs...)
 		}
 	}
 	return rows, nil
