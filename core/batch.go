@@ -5,55 +5,54 @@ import (
 	"runtime"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// batcher coalesces concurrent decisions into shared round trips. A call
-// that finds fewer than max round trips in flight makes its own at once, so
-// a lone caller pays nothing; calls that find them all busy queue up, and
-// each round trip that ends takes the whole queue with it as one pipeline.
-// Throughput then grows with concurrency instead of with connections.
+// batcher runs the round trips of a Client (on a Redis Cluster, of one hash
+// slot). A call that finds fewer than max round trips in flight makes its
+// own at once, so a lone caller pays nothing; calls that find them all busy
+// queue up, and each round trip that ends takes the whole queue with it:
+// one pipeline, in which the acquires on one limiter share a script call.
+// Throughput then grows with concurrency instead of with connections. With
+// max 0 (coalescing off) every call makes its own round trip.
+//
+// A call with a deadline that go-redis would not honour (it stops its I/O at
+// a context's deadline only with ContextTimeoutEnabled) never makes its
+// round trip itself: a runner goroutine does, and the call waits for it only
+// until its deadline.
 type batcher struct {
-	rdb   redis.UniversalClient
-	max   int  // round trips in flight at once
-	ctxIO bool // rdb stops its I/O at a context's deadline
+	c     *Client
+	max   int // round trips in flight at once; 0: no bound, no queue
 	mu    sync.Mutex
 	busy  int       // round trips in flight
 	queue []*waiter // calls waiting for a round trip
 }
 
-// waiter is one queued call.
+// waiter is one call handed to a runner goroutine.
 type waiter struct {
-	cmd      *redis.Cmd
+	cl       *call
 	deadline time.Time     // the caller's deadline; zero if none
-	done     chan struct{} // signalled once, when cmd has its reply
+	done     chan struct{} // signalled once, when cl has its reply
 	gone     bool          // the caller stopped waiting (its context ended)
 }
 
-// do runs cmd, alone or in a pipeline with other calls, and returns when
-// cmd has its reply or ctx is done.
-//
-// A call with a deadline that rdb would not honour (go-redis stops its I/O
-// at a context's deadline only with ContextTimeoutEnabled) never makes its
-// round trip itself: a runner goroutine does, and the call waits for it
-// only until its deadline.
-func (b *batcher) do(ctx context.Context, cmd *redis.Cmd) error {
-	_, hasDeadline := ctx.Deadline()
-	direct := b.ctxIO || !hasDeadline
+// do runs cl, alone or in a pipeline with other calls, and returns when cl
+// has its reply, or ctx's error when ctx is done first.
+func (b *batcher) do(ctx context.Context, cl *call) error {
+	dl, hasDeadline := ctx.Deadline()
+	direct := b.c.ctxIO || !hasDeadline
 	b.mu.Lock()
-	if b.busy < b.max && direct {
+	free := b.max == 0 || b.busy < b.max
+	if free && direct {
 		b.busy++
 		b.mu.Unlock()
-		_ = b.rdb.Process(ctx, cmd)
+		b.c.send(ctx, []*call{cl})
 		b.next()
 		return nil
 	}
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it, and users' tests may run this in bubbles.
-	w := &waiter{cmd: cmd, done: make(chan struct{}, 1)}
-	w.deadline, _ = ctx.Deadline()
-	if b.busy < b.max {
+	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1)}
+	if free {
 		b.busy++
 		b.mu.Unlock()
 		go b.run([]*waiter{w})
@@ -107,20 +106,16 @@ func (b *batcher) take() []*waiter {
 	return batch[:n]
 }
 
-// run sends batch as one pipeline, wakes its callers, and goes on with
+// run sends batch as one round trip, wakes its callers, and goes on with
 // whatever queued meanwhile.
 func (b *batcher) run(batch []*waiter) {
 	for len(batch) > 0 {
 		ctx, cancel := batchContext(batch)
-		if len(batch) == 1 {
-			_ = b.rdb.Process(ctx, batch[0].cmd)
-		} else {
-			pipe := b.rdb.Pipeline()
-			for _, w := range batch {
-				_ = pipe.Process(ctx, w.cmd)
-			}
-			_, _ = pipe.Exec(ctx)
+		calls := make([]*call, len(batch))
+		for i, w := range batch {
+			calls[i] = w.cl
 		}
+		b.c.send(ctx, calls)
 		cancel()
 		b.mu.Lock()
 		for _, w := range batch {

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -28,7 +27,7 @@ type Client struct {
 	clientID string
 	clock    clock
 	denials  *denialCache          // nil when disabled
-	batch    *batcher              // nil when coalescing is off or per slot
+	batch    *batcher              // the round trips (of each slot: see slots)
 	slots    *slotBatchers         // Cluster with coalescing: a batcher per slot
 	ctxIO    bool                  // rdb stops its I/O at a context's deadline
 	reload   func(context.Context) // Cluster: reload the slot map
@@ -105,10 +104,7 @@ func WithCoalescing(maxInFlight int) Option {
 		if maxInFlight < 0 {
 			return fmt.Errorf("%w: negative round trips in flight", ErrInvalidOption)
 		}
-		c.batch = nil
-		if maxInFlight > 0 {
-			c.batch = &batcher{rdb: c.rdb, max: maxInFlight, ctxIO: c.ctxIO}
-		}
+		c.batch.max = maxInFlight
 		return nil
 	})
 }
@@ -132,9 +128,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	ctxIO := honoursContext(rdb)
-	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: ctxIO,
-		batch: &batcher{rdb: rdb, max: runtime.GOMAXPROCS(0), ctxIO: ctxIO}}
+	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: honoursContext(rdb)}
+	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -180,44 +175,24 @@ func checkName(name string) error {
 	return nil
 }
 
-// keyBuf is the size of the buffer inside a Limiter that holds its name
-// and keys, so that a limiter with a name of up to about 70 bytes is one
-// allocation.
-const keyBuf = 240
-
-// keysFor sets the name (prefix + name) and the five keys of l, in the
-// order every script takes them: config, value, client value, permits,
-// client permits. Following Redisson, the suffixed keys are "{N}:value" and
-// so on, or "N:value" when N already has a '{'. They are written once into
-// l's own buffer (or one heap buffer when too long) and never changed, so
-// the strings can alias it.
-func (c *Client) keysFor(l *Limiter, name string) {
+// keysFor returns the name (prefix + name) of a limiter and its five keys,
+// in the order every script takes them: config, value, client value,
+// permits, client permits. Following Redisson, the suffixed keys are
+// "{N}:value" and so on, or "N:value" when N already has a '{'. The keys are
+// parts of one string: one allocation.
+func (c *Client) keysFor(name string) (string, [5]string) {
 	open, end := "{", "}:"
 	if strings.IndexByte(c.prefix, '{') >= 0 || strings.IndexByte(name, '{') >= 0 {
 		open, end = "", ":"
 	}
 	id := c.clientID
+	s := open + c.prefix + name + end + "value:" + id + open + c.prefix + name + end + "permits:" + id
 	n := len(c.prefix) + len(name)
 	base := len(open) + n + len(end)
 	vlen := base + len("value:") + len(id)
-	total := vlen + base + len("permits:") + len(id)
-	b := l.buf[:0]
-	if total > len(l.buf) {
-		b = make([]byte, 0, total)
-	}
-	for _, suffix := range [2]string{"value:", "permits:"} {
-		b = append(b, open...)
-		b = append(b, c.prefix...)
-		b = append(b, name...)
-		b = append(b, end...)
-		b = append(b, suffix...)
-		b = append(b, id...)
-	}
-	s := unsafe.String(unsafe.SliceData(b), len(b))
 	values, permits := s[:vlen], s[vlen:]
-	l.name = values[len(open) : len(open)+n]
-	l.keys = [5]string{
-		l.name,
+	return values[len(open) : len(open)+n], [5]string{
+		values[len(open) : len(open)+n],
 		values[:base+len("value")],
 		values,
 		permits[:base+len("permits")],

@@ -10,18 +10,17 @@ import (
 	"github.com/redlimit/redlimit/internal/slot"
 )
 
-// On a Redis Cluster, a Client keeps one batcher per hash slot, created on
-// first use: a pipeline then never spans two slots, hence two masters, so
-// decisions on the keys of a master that is down or slow never wait behind
-// (or share the deadline of) round trips to it. The limiter's keys all
-// share one slot, that of its name's hash tag.
+// On a Redis Cluster with coalescing, a Client keeps one batcher per hash
+// slot, created on first use: a pipeline then never spans two slots, hence
+// two masters, so decisions on the keys of a master that is down or slow
+// never wait behind (or share the deadline of) round trips to it. The
+// limiter's keys all share one slot, that of its name's hash tag.
 type slotBatchers struct {
 	max int
 	b   [slot.Count]atomic.Pointer[batcher]
 }
 
-// batcherFor returns the batcher for l's decisions, or nil when coalescing
-// is off.
+// batcherFor returns the batcher of l's round trips.
 func (c *Client) batcherFor(l *Limiter) *batcher {
 	if c.slots == nil {
 		return c.batch
@@ -30,7 +29,7 @@ func (c *Client) batcherFor(l *Limiter) *batcher {
 	if b := p.Load(); b != nil {
 		return b
 	}
-	b := &batcher{rdb: c.rdb, max: c.slots.max, ctxIO: c.ctxIO}
+	b := &batcher{c: c, max: c.slots.max}
 	if p.CompareAndSwap(nil, b) {
 		return b
 	}
@@ -44,9 +43,8 @@ func (c *Client) clusterSetup() {
 		return
 	}
 	c.reload = rc.ReloadState
-	if c.batch != nil {
+	if c.batch.max > 0 {
 		c.slots = &slotBatchers{max: c.batch.max}
-		c.batch = nil
 	}
 }
 

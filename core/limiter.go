@@ -2,13 +2,8 @@ package core
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/internal/slot"
 )
@@ -20,7 +15,6 @@ type Limiter struct {
 	c       *Client
 	name    string
 	keys    [5]string     // config, value, value:<id>, permits, permits:<id>
-	buf     [keyBuf]byte  // holds name and keys when they fit: one allocation
 	err     error         // a bad name or option, returned by every call
 	coded   *codedRate    // the rate given with WithRate, or nil
 	timeout time.Duration // bound of each round trip, when > 0
@@ -47,9 +41,10 @@ func (f limiterOptionFunc) apply(l *Limiter) error { return f(l) }
 // the rate in Redis if it is absent and updates it in place, keeping the
 // history, if the stored rate differs: one round trip, never
 // ErrNotInitialized. The limiter's keys always expire when it is idle: a zero
-// r.KeepAlive means r.Interval, after which an idle limiter is full again
-// anyway. When several processes give different rates for one name, the
-// last writer wins.
+// r.KeepAlive means two Intervals, and an idle limiter's keys live between
+// one Interval (after which it is full again, as if new) and KeepAlive past
+// its last grant. When several processes give different rates for one name,
+// the last writer wins.
 func WithRate(r Rate) LimiterOption {
 	if err := r.Validate(); err != nil {
 		return limiterOptionFunc(func(*Limiter) error { return err })
@@ -79,13 +74,12 @@ func WithCallTimeout(d time.Duration) LimiterOption {
 }
 
 // Limiter returns the limiter called name (after the Client's key prefix).
-// It does no I/O, and copies name: the caller may reuse the string's memory
-// once Limiter returns. An invalid name or option is reported by every call made
+// It does no I/O. An invalid name or option is reported by every call made
 // on the returned Limiter, as an error wrapping ErrInvalidName or the
 // option's error.
 func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 	l := &Limiter{c: c}
-	c.keysFor(l, name)
+	l.name, l.keys = c.keysFor(name)
 	if c.slots != nil {
 		l.slot = uint16(slot.Of(l.name))
 	}
@@ -108,40 +102,25 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 // name given to Limiter. It is the key of the limiter's config hash.
 func (l *Limiter) Name() string { return l.name }
 
-// Result is the outcome of one acquire decision.
-type Result struct {
-	// Allowed reports whether the permits were granted.
-	Allowed bool
-	// Remaining is the number of permits available after this call.
-	Remaining int64
-	// RetryAfter is zero when Allowed; otherwise the exact time until the
-	// requested permits will be available (unless others take them first).
-	RetryAfter time.Duration
-	// ResetAfter is the time until every permit issued so far has come back
-	// and the limiter is full again.
-	ResetAfter time.Duration
-	// Rate is the rate in force, as stored in Redis.
-	Rate Rate
-
-	at int64 // Redis server time of the decision, in Unix milliseconds
-}
-
 // TrySetRate stores r as the limiter's rate if the limiter has none, and
 // reports whether it did. It never changes an existing rate or any state.
+// On a limiter with WithRate, a zero r.KeepAlive means two Intervals, as
+// there: its keys always expire.
 func (l *Limiter) TrySetRate(ctx context.Context, r Rate) (bool, error) {
 	if err := l.check(r); err != nil {
 		return false, err
 	}
-	n, err := l.eval(ctx, scriptTrySetRate, l.keys[:1], rateArgs(r)...).Int64()
+	v, err := l.eval(ctx, scriptTrySetRate, rateArgs(l.stored(r))...)
 	if err != nil {
 		return false, fmt.Errorf("core: try set rate: %w", err)
 	}
-	return n == 1, nil
+	return v[1] == 1, nil
 }
 
 // SetRate stores r as the limiter's rate, replacing any other, and resets
 // the state: every permit is available again (for PerClient, this Client's).
-// A zero r.KeepAlive removes any TTL from the config.
+// A zero r.KeepAlive removes any TTL from the config, except on a limiter
+// with WithRate, where it means two Intervals.
 func (l *Limiter) SetRate(ctx context.Context, r Rate) error {
 	_, err := l.setRate(ctx, r, "set")
 	return err
@@ -160,12 +139,20 @@ func (l *Limiter) setRate(ctx context.Context, r Rate, mode string) (bool, error
 		return false, err
 	}
 	defer l.forget()
-	args := append(rateArgs(r), mode)
-	n, err := l.eval(ctx, scriptSetRate, l.keys[:], args...).Int64()
+	v, err := l.eval(ctx, scriptSetRate, append(rateArgs(l.stored(r)), mode)...)
 	if err != nil {
 		return false, fmt.Errorf("core: %s rate: %w", mode, err)
 	}
-	return n == 1, nil
+	return v[1] == 1, nil
+}
+
+// stored returns r as it is stored: on a limiter with WithRate, whose keys
+// always expire, with its KeepAlive defaulted as WithRate does.
+func (l *Limiter) stored(r Rate) Rate {
+	if l.coded != nil {
+		return r.withKeepAlive()
+	}
+	return r
 }
 
 // Config returns the rate stored in Redis, or an error wrapping
@@ -174,12 +161,9 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 	if l.err != nil {
 		return Rate{}, l.err
 	}
-	v, err := l.eval(ctx, scriptConfig, l.keys[:1]).Int64Slice()
+	v, err := l.eval(ctx, scriptConfig)
 	if err != nil {
 		return Rate{}, fmt.Errorf("core: config: %w", err)
-	}
-	if err := replyError(v, 0); err != nil {
-		return Rate{}, err
 	}
 	return parseRate(v[1:]), nil
 }
@@ -202,31 +186,14 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 			return r, nil
 		}
 	}
-	ctx, cancel := l.callContext(ctx)
-	var v [10]int64
-	n, err := l.c.evalAcquire(ctx, l, permits, &v)
-	cancel()
-	if err != nil {
+	cl := &call{l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
+	if err := l.c.do(ctx, cl); err != nil {
 		return Result{}, fmt.Errorf("core: acquire: %w", err)
 	}
-	if err := replyError(v[:n], permits); err != nil {
-		return Result{}, err
+	if cl.err != nil {
+		return Result{}, fmt.Errorf("core: acquire: %w", cl.err)
 	}
-	r := Result{
-		Allowed:    v[1] == 1,
-		Remaining:  v[2],
-		RetryAfter: time.Duration(v[3]) * time.Millisecond,
-		ResetAfter: time.Duration(v[4]) * time.Millisecond,
-		at:         v[5],
-	}
-	switch {
-	case n == 10:
-		r.Rate = parseRate(v[6:10])
-	case l.coded != nil && n == 6:
-		r.Rate = l.coded.rate
-	default:
-		return Result{}, fmt.Errorf("core: acquire: unexpected reply of %d values", n)
-	}
+	r := cl.res
 	if !r.Allowed && l.c.denials != nil {
 		l.c.denials.put(l.name, permits, sent, l.c.clock.Now(), r)
 	}
@@ -302,12 +269,10 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 		return err
 	}
 	defer l.forget()
-	args := append([]any{permits}, l.codedArgs()...)
-	v, err := l.eval(ctx, scriptRelease, l.keys[:], args...).Int64Slice()
-	if err != nil {
+	if _, err := l.eval(ctx, scriptRelease, l.withRateArgs(permits)...); err != nil {
 		return fmt.Errorf("core: release: %w", err)
 	}
-	return replyError(v, permits)
+	return nil
 }
 
 // AvailablePermits returns the number of permits available now. It writes
@@ -316,19 +281,16 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	v, err := l.eval(ctx, scriptAvailable, l.keys[:], l.codedArgs()...).Int64Slice()
+	v, err := l.eval(ctx, scriptAvailable, l.withRateArgs()...)
 	if err != nil {
 		return 0, fmt.Errorf("core: available permits: %w", err)
-	}
-	if err := replyError(v, 0); err != nil {
-		return 0, err
 	}
 	return v[1], nil
 }
 
 // Expire sets a TTL on all of the limiter's keys (for PerClient, this
 // Client's own) and reports whether any key exists. A limiter with a
-// KeepAlive renews it on its next write.
+// KeepAlive renews it on its next grant.
 func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
 		return false, fmt.Errorf("%w: ttl %v is not a whole number of milliseconds >= 1ms", ErrInvalidDuration, ttl)
@@ -338,8 +300,12 @@ func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
 
 // ClearExpire removes the TTL of all of the limiter's keys and reports
 // whether any key had one. A limiter with a KeepAlive sets it again on its
-// next write, and the state keys of one without get one interval.
+// next grant. The keys of a limiter with WithRate always expire: on one,
+// ClearExpire sets their TTL back to the rate's KeepAlive.
 func (l *Limiter) ClearExpire(ctx context.Context) (bool, error) {
+	if l.coded != nil {
+		return l.expire(ctx, l.coded.rate.KeepAlive.Milliseconds())
+	}
 	return l.expire(ctx, 0)
 }
 
@@ -347,11 +313,11 @@ func (l *Limiter) expire(ctx context.Context, ms int64) (bool, error) {
 	if l.err != nil {
 		return false, l.err
 	}
-	n, err := l.eval(ctx, scriptExpire, l.keys[:], ms).Int64()
+	v, err := l.eval(ctx, scriptExpire, ms)
 	if err != nil {
 		return false, fmt.Errorf("core: expire: %w", err)
 	}
-	return n == 1, nil
+	return v[1] == 1, nil
 }
 
 // Delete removes the limiter's config and state (for PerClient, this
@@ -362,36 +328,36 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 		return false, l.err
 	}
 	defer l.forget()
-	ctx, cancel := l.callContext(ctx)
-	defer cancel()
-	var del *redis.IntCmd // written by f; read only once f is done
-	err := l.c.guard(ctx, func(ctx context.Context) { del = l.c.rdb.Del(ctx, l.keys[:]...) })
-	var n int64
-	if err == nil {
-		n, err = del.Result()
-		err = deadlineError(ctx, err)
-	}
-	if err = l.c.failed(err); err != nil {
+	v, err := l.eval(ctx, scriptDelete)
+	if err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
 	}
-	return n > 0, nil
+	return v[1] > 0, nil
 }
 
-// eval runs a script on the limiter's keys within the call timeout. The
-// reply is read before eval returns.
-func (l *Limiter) eval(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	ctx, cancel := l.callContext(ctx)
-	defer cancel()
-	var out *redis.Cmd // written by f; read only once f is done
-	if err := l.c.guard(ctx, func(ctx context.Context) { out = s.Run(ctx, l.c.rdb, keys, args...) }); err != nil {
-		failed := redis.NewCmd(ctx)
-		failed.SetErr(l.c.failed(err))
-		return failed
+// eval runs script s on the limiter's keys with args, and returns its reply
+// once its code says OK.
+func (l *Limiter) eval(ctx context.Context, s *script, args ...any) ([]int64, error) {
+	cl := &call{l: l, s: s, args: args}
+	if err := l.c.do(ctx, cl); err != nil {
+		return nil, err
 	}
-	if err := deadlineError(ctx, l.c.failed(out.Err())); err != out.Err() {
-		out.SetErr(err)
+	if cl.err != nil {
+		return nil, cl.err
 	}
-	return out
+	if err := replyError(cl.reply); err != nil {
+		return nil, err
+	}
+	if len(cl.reply) < 2 {
+		return nil, fmt.Errorf("core: unexpected %s reply of %d values", s.name, len(cl.reply))
+	}
+	return cl.reply, nil
+}
+
+// withRateArgs returns the rate given in code (or four empty arguments),
+// then args.
+func (l *Limiter) withRateArgs(args ...any) []any {
+	return append(l.appendRateArgs(make([]any, 0, 4+len(args))), args...)
 }
 
 func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -425,82 +391,4 @@ func (l *Limiter) checkPermits(n int64) error {
 		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.coded.rate.Permits)
 	}
 	return nil
-}
-
-// replyError maps a script's reply code to this package's errors.
-func replyError(v []int64, permits int64) error {
-	if len(v) == 0 {
-		return fmt.Errorf("core: empty script reply")
-	}
-	switch v[0] {
-	case codeOK:
-		return nil
-	case codeNotInitialized:
-		return ErrNotInitialized
-	case codeExceedsRate:
-		if len(v) > 1 {
-			return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, permits, v[1])
-		}
-		return ErrPermitsExceedRate
-	case codeInvalidConfig:
-		return ErrInvalidConfig
-	}
-	return fmt.Errorf("core: unknown script reply code %d", v[0])
-}
-
-// parseRate reads {rate, interval ms, type, keepAlive ms}.
-func parseRate(v []int64) Rate {
-	return Rate{
-		Type:      RateType(v[2]),
-		Permits:   v[0],
-		Interval:  time.Duration(v[1]) * time.Millisecond,
-		KeepAlive: time.Duration(v[3]) * time.Millisecond,
-	}
-}
-
-// rateStrings formats r as the scripts take it: rate, interval ms, type,
-// keepAlive ms.
-func rateStrings(r Rate) [4]string {
-	return [4]string{
-		strconv.FormatInt(r.Permits, 10),
-		strconv.FormatInt(r.Interval.Milliseconds(), 10),
-		strconv.Itoa(int(r.Type)),
-		strconv.FormatInt(r.KeepAlive.Milliseconds(), 10),
-	}
-}
-
-// rateArgs formats r as script arguments.
-func rateArgs(r Rate) []any {
-	a := rateStrings(r)
-	return []any{a[0], a[1], a[2], a[3]}
-}
-
-// codedArgs returns the code-defined rate's script arguments, or none.
-func (l *Limiter) codedArgs() []any {
-	if l.coded == nil {
-		return nil
-	}
-	a := &l.coded.args
-	return []any{&a[0], &a[1], &a[2], &a[3]}
-}
-
-// putMember writes the log member of one acquire into m: Redisson's
-// 21-byte layout, the byte 0x10, a random 16-byte id, then the permits as a
-// little-endian uint32. The id also makes the acquire idempotent: a resent
-// script finds its member and does not consume again.
-func putMember(m *[21]byte, permits int64) {
-	m[0] = 16
-	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
-	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
-	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
-}
-
-// jitter returns a small random delay added to a wait, so that waiters that
-// were denied together do not all retry in the same millisecond.
-func jitter(wait time.Duration) time.Duration {
-	limit := min(wait/16, 5*time.Millisecond)
-	if limit <= 0 {
-		return 0
-	}
-	return rand.N(limit)
 }

@@ -1,197 +1,195 @@
--- acquire.lua: one decision. Prepended with lib.lua.
--- ARGV[1] permits, ARGV[2] log member (21 bytes, id chosen by the caller),
--- ARGV[3..6] optional code-defined rate: rate, interval ms, type, keepAlive ms.
+-- acquire.lua: decides one or more acquires on one limiter, in the order
+-- given, each exactly as if it were a call of its own. Prepended with lib.lua.
 --
--- The allowed path of a limiter with a code-defined rate is straight-line:
--- HMGET, TIME, ZRANGEBYSCORE (+ ZREMRANGEBYSCORE when grants expired),
--- INCRBY, PTTL, ZADD; no library. Its keys get their TTL again only when
--- the counter's TTL falls below one interval, which keeps every key alive
--- at least one interval past the last grant (after that an idle limiter is
--- full again, as if new) and at most keepAlive.
+-- ARGV[1..4]: the rate given in code (rate, interval ms, type, keepAlive ms),
+-- or four empty strings for the rate stored in the config hash. Then each
+-- acquire's permits and log member: ARGV[5], ARGV[6], then ARGV[7], ARGV[8]...
+--
+-- Reply: {now ms}, and for a stored rate {rate, interval ms, type, keepAlive
+-- ms}, then for each acquire either its remaining permits (>= 0: granted,
+-- also when an earlier send of the same member was, as a resend never takes
+-- twice), or -1 - remaining, the retry ms and the reset ms (denied; a retry
+-- of -1: more permits than the rate). Or {NOT_INITIALIZED} or
+-- {INVALID_CONFIG}: codes are small, a time in ms is not. Replies are short
+-- because every value costs Redis time.
+--
+-- The allowed path of a rate given in code runs HMGET, TIME, ZRANGEBYSCORE,
+-- GET, PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when grants left the
+-- window; acquires decided together share all of it. A denial writes nothing
+-- unless the state changes (grants that left the window are dropped, a wrong
+-- counter is rebuilt). A grant renews the TTL of every key when the log's is
+-- below one interval or the log is new, so each key lives at least one
+-- interval past every grant (after that an idle limiter is full again, as if
+-- new) and at most keepAlive past the last one.
 
-local n, member = tonumber(ARGV[1]), ARGV[2]
 local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
 local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local us = tonumber(t[2])
+local now = t[1] * 1000 + (us - us % 1000) / 1000
+local coded = ARGV[1] ~= ''
 local L -- the library, built on the paths that need it
-local coded = ARGV[3] ~= nil
-local rate, interval, typ, keep
-local stale = false -- the config was (re)written: rebuild the counter
-if coded then
-  rate, interval, typ, keep = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
-  if not (c[1] or c[2] or c[3] or c[4]) and n <= rate then
-    local vkey, pkey = KEYS[2], KEYS[4]
-    if typ == '1' then
-      vkey, pkey = KEYS[3], KEYS[5]
-    end
-    if redis.call('EXISTS', vkey, pkey) == 0 then
-      -- A new limiter (the first request of a client, say): store the
-      -- config and grant, with nothing to read first.
-      redis.call('HSET', KEYS[1], 'rate', ARGV[3], 'interval', ARGV[4], 'type', typ, 'keepAliveTime', ARGV[6])
-      redis.call('PEXPIRE', KEYS[1], keep)
-      redis.call('ZADD', pkey, now, member)
-      redis.call('SET', vkey, rate - n, 'PX', keep)
-      redis.call('PEXPIRE', pkey, keep)
-      return { 0, 1, rate - n, 0, interval, now }
-    end
+local rate, interval, typ
+local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
+local stored -- the stored config, when the rate is not given in code
+local fresh = false -- a new limiter: no state to read
+local rebuild = false -- the config was missing: the counter is rebuilt from the log
+local config_written = false -- the config's TTL is fresh
+
+if coded and c[1] == ARGV[1] and c[2] == ARGV[2] and c[3] == ARGV[3] and c[4] == ARGV[4] then
+  rate, interval, typ, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+elseif coded then
+  -- First use, an expired or evicted config, or a rate changed in code: create
+  -- or update it here (no "not initialized" race), keeping the history of the
+  -- same rate type.
+  L = lib()
+  local new = L.argv_config(1)
+  rate, interval, typ, keep = new[1], new[2], new[3], ARGV[4]
+  local old = L.parse_config(c)
+  if old == nil then
+    local vkey, pkey = state_keys(typ)
+    fresh = redis.call('EXISTS', vkey, pkey) == 0
+    rebuild = not fresh
+    L.write_config(new)
+  else
+    L.change_config(old, new, true, now)
   end
-  if c[1] ~= ARGV[3] or c[2] ~= ARGV[4] or c[3] ~= ARGV[5] or c[4] ~= ARGV[6] then
-    -- First use, an expired or evicted config, or a rate changed in code:
-    -- create or update it here (no "not initialized" race), keeping the
-    -- history of the same rate type.
-    L = lib()
-    local old = L.parse_config(c)
-    if old == nil then
-      L.write_config({ rate, interval, typ, keep })
-      stale = true
-    else
-      L.change_config(old, { rate, interval, typ, keep }, true, now)
-    end
-  end
+  config_written = true
 else
   L = lib()
-  local cfg = L.parse_config(c)
-  if cfg == nil then
-    return { 1 }
-  elseif cfg == false then
-    return { 3 }
+  stored = L.parse_config(c)
+  if stored == nil then
+    return { NOT_INITIALIZED }
+  elseif stored == false then
+    return { INVALID_CONFIG }
   end
-  rate, interval, typ, keep = cfg[1], cfg[2], cfg[3], cfg[4]
+  rate, interval, typ = stored[1], stored[2], stored[3]
 end
 
--- Reply: {code, allowed, remaining, retry ms, reset ms, now ms}, and for a
--- stored rate also {rate, interval ms, type, keepAlive ms}.
-local function reply(code, allowed, v, retry, reset)
-  if coded then
-    return { code, allowed, v, retry, reset, now }
+local vkey, pkey = state_keys(typ)
+-- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
+local v, rewrite, ttl, released = rate, true, -2, 0
+if not fresh then
+  v, rewrite, ttl, released = load_state(vkey, pkey, rate, now - interval, rebuild)
+end
+
+-- The common case, straight-line: one acquire with a rate given in code,
+-- granted, with no key to fix or renew.
+local single = #ARGV == 6
+if single and coded and not rewrite and ttl >= interval then
+  local n = ARGV[5] == '1' and 1 or tonumber(ARGV[5])
+  if v >= n then
+    if redis.call('ZADD', pkey, 'NX', now, ARGV[6]) == 0 then
+      return { now, v } -- granted by an earlier send: take nothing
+    end
+    local r
+    if released == 0 then
+      r = redis.pcall('DECRBY', vkey, ARGV[5])
+    else
+      r = redis.pcall('INCRBY', vkey, released - n)
+    end
+    if type(r) ~= 'number' then
+      -- A counter Redis cannot add to: write it whole.
+      lib().save_state(vkey, pkey, v - n, keep)
+      redis.call('PEXPIRE', KEYS[1], keep)
+    end
+    return { now, v - n }
   end
-  return { code, allowed, v, retry, reset, now, rate, interval, tonumber(typ), keep }
-end
-if n > rate then
-  return { 2, rate }
 end
 
-local vkey, pkey = KEYS[2], KEYS[4]
-if typ == '1' then
-  vkey, pkey = KEYS[3], KEYS[5]
+-- Every other case: acquires one by one, then one write of each key.
+L = L or lib()
+local out = { now }
+if stored then
+  out = { now, rate, interval, tonumber(typ), stored[4] }
 end
-local cutoff = now - interval
-
--- Grants that left the window give their permits back.
-local released = 0
-local expired = redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff)
-if #expired > 0 then
-  for i = 1, #expired do
-    released = released + permits_of(expired[i])
+local known -- several acquires: the members the log already holds
+if not single and not fresh then
+  local members = {}
+  for i = 6, #ARGV, 2 do
+    members[#members + 1] = ARGV[i]
   end
-  redis.call('ZREMRANGEBYSCORE', pkey, '-inf', cutoff)
+  known = redis.call('ZMSCORE', pkey, unpack(members))
 end
 
--- Take the permits from the counter at once: v is what is left. A counter
--- that goes negative (too few permits), is garbled or missing (the INCRBY
--- created it: no TTL), lags or exceeds the rate takes the slow path below.
-local v = redis.pcall('INCRBY', vkey, released - n)
-local ttl = -1
-if type(v) == 'number' then
-  ttl = redis.call('PTTL', vkey)
-end
-local rewrite = false -- the counter must be written whole (SET)
-local taken = false -- the INCRBY above took the permits
-if stale or type(v) ~= 'number' or v < 0 or v + n > rate or ttl < 0 then
-  L = L or lib()
-  if type(v) == 'number' and ttl >= 0 and not stale and v + n <= rate then
-    -- A valid counter with too few permits: undo the take.
-    v = redis.call('INCRBY', vkey, n)
-  elseif type(v) == 'number' and ttl == -1 and v == released - n and redis.call('EXISTS', pkey) == 0 then
-    -- A new limiter: the INCRBY created the counter and there is no log.
-    v = rate
-    rewrite = true
+local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
+for i = 5, #ARGV, 2 do
+  local n, m = tonumber(ARGV[i]), ARGV[i + 1]
+  local grant = v >= n
+  if n > rate then
+    out[#out + 1] = -1 - v
+    out[#out + 1] = -1
+    out[#out + 1] = 0
+  elseif known and known[(i - 3) / 2] or not grant and single and redis.call('ZSCORE', pkey, m) then
+    out[#out + 1] = v -- granted by an earlier send: take nothing
   else
-    -- A counter that is missing, garbled, lagging or above the rate:
-    -- rebuild it from the log (Redisson resets it to the full rate).
-    v = L.recount(pkey, rate, cutoff)
-    rewrite = true
-  end
-else
-  -- Taken. From here v is the permits available before this grant.
-  v = v + n
-  taken = true
-end
-
--- save writes the counter whole, with fresh TTLs on every key, when needed;
--- otherwise the INCRBY above already did.
-local function save(refresh)
-  if refresh or rewrite then
-    L = L or lib()
-    L.save_state(vkey, pkey, v, { rate, interval, typ, keep })
-  end
-end
-
-if v < n then
-  L = L or lib()
-  if redis.call('ZSCORE', pkey, member) then
-    -- The same call was already granted (a resend after a lost reply).
-    save(false)
-    return reply(0, 1, v, 0, interval)
-  end
-  -- walk reads the log oldest-first until `need` permits would have come
-  -- back (the member with score s returns its permits at s + interval). It
-  -- returns that score, or nil and the permits of the whole log.
-  local function walk(need)
-    local freed, start = 0, 0
-    while true do
-      local batch = redis.call('ZRANGE', pkey, start, start + math.min(need, 1000) - 1, 'WITHSCORES')
-      if #batch == 0 then
-        return nil, freed
-      end
-      for i = 1, #batch, 2 do
-        freed = freed + permits_of(batch[i])
-        if freed >= need then
-          return tonumber(batch[i + 1]), freed
+    local at, freed
+    if not grant then
+      -- Denied, unless the counter lags behind the log: the permits come
+      -- back as the oldest grants leave the window, then this call's grants.
+      at, freed = L.walk(pkey, n - v)
+      if typ == '1' and not coded then
+        -- Another client may have changed this per-client rate, which this
+        -- counter then lags behind. When the walk read the whole log, that
+        -- is known; else ZCARD proves the counter right when every grant
+        -- holds a permit, and up to 1000 members are read when not.
+        local live
+        if not at then
+          live = freed
+        else
+          local card = redis.call('ZCARD', pkey)
+          if v + card + granted < rate and card <= 1000 then
+            live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
+          end
+        end
+        if live and v + live + granted < rate then
+          v, rewrite = rate - live - granted, true
+          at = L.walk(pkey, n - v)
         end
       end
-      start = start + #batch / 2
+      grant = v >= n
     end
-  end
-  local at, used = walk(n - v)
-  local lagging = not at
-  if at and typ == '1' then
-    -- Another client may have changed a per-client rate; this client's
-    -- counter then lags behind it. Check it against the whole log.
-    used = L.sum_live(pkey)
-    lagging = v + used < rate
-  end
-  if lagging then
-    -- The log does not account for the missing permits (the log was lost,
-    -- or the rate changed): rebuild the counter from it.
-    v = math.max(0, rate - used)
-    rewrite = true
-    if v < n then
-      at = walk(n - v)
+    if grant then
+      v, granted = v - n, granted + n
+      adds[#adds + 1] = now
+      adds[#adds + 1] = m
+      out[#out + 1] = v
+    else
+      local retry, reset = interval, interval
+      if at then
+        retry = math.max(1, math.min(at + interval - now, interval))
+      end
+      if granted == 0 then
+        local last = L.newest(pkey)
+        reset = retry
+        if last then
+          reset = math.max(retry, math.min(last + interval - now, interval))
+        end
+      end
+      out[#out + 1] = -1 - v
+      out[#out + 1] = retry
+      out[#out + 1] = reset
     end
-  end
-  if v < n then
-    local retry = interval
-    if at then
-      retry = math.max(1, math.min(at + interval - now, interval))
-    end
-    local reset = retry
-    local last = redis.call('ZRANGE', pkey, -1, -1, 'WITHSCORES')
-    if last[2] then
-      reset = math.max(retry, math.min(tonumber(last[2]) + interval - now, interval))
-    end
-    save(false)
-    return reply(0, 0, v, retry, reset)
   end
 end
 
-if redis.call('ZADD', pkey, 'NX', now, member) == 1 then
-  v = v - n
-elseif taken then
-  -- A resend of a call already granted: give the permits back.
-  redis.call('INCRBY', vkey, n)
+if granted > 0 and redis.call('ZADD', pkey, 'NX', unpack(adds)) == 0 and single then
+  -- Granted by an earlier send of this acquire: take nothing.
+  v, granted = v + granted, 0
+  out[#out] = v
 end
--- A code-defined rate renews its keys' TTLs when the counter's falls below
--- one interval; a stored rate on every grant, as its keepAlive slides.
-save(not coded or ttl < interval)
-return reply(0, 1, v, 0, interval)
+
+-- The counter: written whole with every key's TTL renewed when needed,
+-- else moved by what this call changed, keeping its TTL.
+local renew = rewrite or ttl == -1 or (granted > 0 and (ttl < interval or not coded))
+if not renew and granted ~= released then
+  renew = type(redis.pcall('INCRBY', vkey, released - granted)) ~= 'number'
+end
+if renew then
+  if stored then
+    keep = L.state_ttl(stored)
+  elseif not config_written then
+    redis.call('PEXPIRE', KEYS[1], keep)
+  end
+  L.save_state(vkey, pkey, v, keep)
+end
+return out

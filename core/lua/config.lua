@@ -1,11 +1,10 @@
--- config.lua: the stored config, checked by the same rules as every script.
--- Reply: {code, rate, interval, type, keepAlive}
+-- config.lua: the stored rate, checked by the same rules as every script.
+-- Reply: {OK, rate, interval, type, keepAlive}.
 
-local L = lib()
-local cfg = L.read_config(KEYS[1])
+local cfg = lib().read_config()
 if cfg == nil then
-  return { 1 }
+  return { NOT_INITIALIZED }
 elseif cfg == false then
-  return { 3 }
+  return { INVALID_CONFIG }
 end
-return { 0, cfg[1], cfg[2], tonumber(cfg[3]), cfg[4] }
+return { OK, cfg[1], cfg[2], tonumber(cfg[3]), cfg[4] }

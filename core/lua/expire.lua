@@ -1,5 +1,5 @@
 -- expire.lua: ARGV[1] > 0 sets that TTL (ms) on every key of the limiter;
--- ARGV[1] = 0 removes their TTLs. Reply: 1 if any key changed.
+-- ARGV[1] = 0 removes their TTLs. Reply: {OK, 1 if any key changed}.
 
 local ttl, changed = tonumber(ARGV[1]), 0
 for i = 1, #KEYS do
@@ -13,4 +13,4 @@ for i = 1, #KEYS do
     changed = 1
   end
 end
-return changed
+return { OK, changed }

@@ -1,13 +1,15 @@
--- lib.lua: helpers shared by every redlimit script. The Go side prepends this
--- file to each script body, so each rule below exists exactly once. The
--- helpers are built by lib(), which a script calls only on the paths that
--- need them: the hot path of acquire.lua creates no closure.
+-- lib.lua: what every redlimit script shares. The Go side prepends this file
+-- to each script body, so each rule below exists once. The hot path of
+-- acquire.lua uses only the first helpers; the rest are built by lib(), which
+-- a script calls on the paths that need them, so a decision does not pay for
+-- closures it does not use.
 --
 -- Keys (all in one Cluster hash slot):
 --   KEYS[1] config hash   KEYS[2] value   KEYS[3] value:<client>
 --   KEYS[4] permits zset  KEYS[5] permits:<client>
--- Reply codes (first element of every reply):
---   0 ok, 1 not initialized, 2 permits exceed rate, 3 stored config invalid.
+
+-- Reply codes: the first element of every reply.
+local OK, NOT_INITIALIZED, INVALID_CONFIG = 0, 1, 2
 
 -- permits_of decodes the permit count of a log member: its last four bytes,
 -- little-endian (Redisson's struct 'Bc0I' layout: 0x10, 16 id bytes, uint32).
@@ -18,6 +20,49 @@ local function permits_of(m)
   end
   local a, b, c, d = string.byte(m, n - 3, n)
   return a + b * 256 + c * 65536 + d * 16777216
+end
+
+-- sum_permits returns the permits held by a list of log members.
+local function sum_permits(members)
+  local sum = 0
+  for i = 1, #members do
+    sum = sum + permits_of(members[i])
+  end
+  return sum
+end
+
+-- state_keys returns the counter and log keys of a rate type ('0' Overall,
+-- '1' PerClient: this client's own).
+local function state_keys(typ)
+  if typ == '1' then
+    return KEYS[3], KEYS[5]
+  end
+  return KEYS[2], KEYS[4]
+end
+
+-- load_state returns the permits available now: the counter vkey, with the
+-- permits of the log pkey's grants that left the window (score <= cutoff)
+-- given back and those grants dropped. A counter that is missing, garbled or
+-- above the rate, or any counter when rebuild is set, is rebuilt from the log
+-- (Redisson resets a lost counter to the full rate and over-issues); with no
+-- log, no permit is out, whatever the counter says. It also returns whether
+-- the counter must be written whole, the log's TTL (-2: no log, -1: none)
+-- and the permits given back.
+local function load_state(vkey, pkey, rate, cutoff, rebuild)
+  local released = 0
+  local expired = redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff)
+  if #expired > 0 then
+    released = sum_permits(expired)
+    redis.call('ZREMRANGEBYSCORE', pkey, '-inf', cutoff)
+  end
+  local v = tonumber(redis.call('GET', vkey))
+  local ttl = redis.call('PTTL', pkey)
+  if ttl == -2 then
+    return rate, v == nil or v + released ~= rate, ttl, released
+  elseif rebuild or not v or v < 0 or v % 1 ~= 0 or v + released > rate then
+    return math.max(0, rate - sum_permits(redis.call('ZRANGE', pkey, 0, -1))), true, ttl, released
+  end
+  return v + released, false, ttl, released
 end
 
 local function lib()
@@ -66,79 +111,19 @@ local function lib()
     return { rate, interval, c[3], keep }
   end
 
-  local function read_config(key)
-    return parse_config(redis.call('HMGET', key, 'rate', 'interval', 'type', 'keepAliveTime'))
+  local function read_config()
+    return parse_config(redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime'))
   end
 
-  -- argv_config reads a code-defined rate from ARGV[i..i+3].
+  -- argv_config reads a rate from ARGV[i..i+3] (validated by the caller).
   local function argv_config(i)
-    return { int(ARGV[i]), int(ARGV[i + 1]), ARGV[i + 2], int(ARGV[i + 3]) }
+    return { tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]) }
   end
 
-  local function same_config(a, b)
-    return a and b and a[1] == b[1] and a[2] == b[2] and a[3] == b[3] and a[4] == b[4]
-  end
 
-  -- state_keys picks the value and log keys of the rate type.
-  local function state_keys(cfg)
-    if cfg[3] == '1' then
-      return KEYS[3], KEYS[5]
-    end
-    return KEYS[2], KEYS[4]
-  end
-
-  -- sum_live returns the permits held by every member of the log.
-  local function sum_live(pkey)
-    local used = 0
-    local members = redis.call('ZRANGE', pkey, 0, -1)
-    for i = 1, #members do
-      used = used + permits_of(members[i])
-    end
-    return used
-  end
-
-  -- recount drops the members that left the window and derives the counter
-  -- from the log: rate - sum(live), never below zero.
-  local function recount(pkey, rate, cutoff)
-    redis.call('ZREMRANGEBYSCORE', pkey, '-inf', cutoff)
-    local v = rate - sum_live(pkey)
-    if v < 0 then
-      v = 0
-    end
-    return v
-  end
-
-  -- load_state returns the permits available now and whether the counter
-  -- changed. Members with score <= now - interval are credited back. A missing,
-  -- garbled or over-full counter is rebuilt from the log, so the counter never
-  -- exceeds the rate and never goes negative (Redisson resets a missing counter
-  -- to the full rate and over-issues).
-  local function load_state(vkey, pkey, rate, cutoff, force)
-    local raw = redis.call('GET', vkey)
-    local v = int(raw)
-    if force or not v then
-      if not raw and redis.call('EXISTS', pkey) == 0 then
-        return rate, true
-      end
-      return recount(pkey, rate, cutoff), true
-    end
-    local expired = redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff)
-    local released = 0
-    for i = 1, #expired do
-      released = released + permits_of(expired[i])
-    end
-    if #expired > 0 then
-      redis.call('ZREMRANGEBYSCORE', pkey, '-inf', cutoff)
-    end
-    if v + released > rate then
-      return recount(pkey, rate, cutoff), true
-    end
-    return v + released, #expired > 0
-  end
-
-  -- state_ttl returns the TTL every written key gets: keepAlive (which also
-  -- slides the config's own TTL), else the config's TTL, else one interval,
-  -- after which an idle limiter's state equals a fresh one.
+  -- state_ttl returns the TTL (ms) that every written key gets: keepAlive
+  -- (which also slides the config's own TTL), else the config's TTL, else
+  -- one interval, after which an idle limiter's state equals a fresh one.
   local function state_ttl(cfg)
     if cfg[4] > 0 then
       redis.call('PEXPIRE', KEYS[1], cfg[4])
@@ -151,9 +136,8 @@ local function lib()
     return cfg[2]
   end
 
-  -- save_state writes the counter and gives both state keys the TTL.
-  local function save_state(vkey, pkey, v, cfg)
-    local ttl = state_ttl(cfg)
+  -- save_state writes the counter with a TTL and gives the log the same.
+  local function save_state(vkey, pkey, v, ttl)
     redis.call('SET', vkey, fmt(v), 'PX', ttl)
     redis.call('PEXPIRE', pkey, ttl)
   end
@@ -178,12 +162,39 @@ local function lib()
       redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
       return
     end
-    local vkey, pkey = state_keys(new)
-    local v = recount(pkey, new[1], now - new[2])
-    save_state(vkey, pkey, v, new)
+    local vkey, pkey = state_keys(new[3])
+    save_state(vkey, pkey, load_state(vkey, pkey, new[1], now - new[2], true), state_ttl(new))
+  end
+
+  -- walk reads the log oldest-first until `need` permits would have come
+  -- back (the member with score s returns its permits at s + interval). It
+  -- returns that score, or nil when the whole log holds fewer, and the
+  -- permits it read.
+  local function walk(pkey, need)
+    local freed, start = 0, 0
+    while true do
+      local batch = redis.call('ZRANGE', pkey, start, start + math.min(need, 1000) - 1, 'WITHSCORES')
+      if #batch == 0 then
+        return nil, freed
+      end
+      for i = 1, #batch, 2 do
+        freed = freed + permits_of(batch[i])
+        if freed >= need then
+          return tonumber(batch[i + 1]), freed
+        end
+      end
+      start = start + #batch / 2
+    end
+  end
+
+  -- newest returns the score of the latest grant in the log, or nil.
+  local function newest(pkey)
+    local last = redis.call('ZRANGE', pkey, -1, -1, 'WITHSCORES')
+    return tonumber(last[2])
   end
 
   return {
+    MAX_PERMITS = MAX_PERMITS,
     int = int,
     fmt = fmt,
     now_ms = now_ms,
@@ -191,15 +202,11 @@ local function lib()
     parse_config = parse_config,
     read_config = read_config,
     argv_config = argv_config,
-    same_config = same_config,
-    state_keys = state_keys,
-    sum_live = sum_live,
-    recount = recount,
-    load_state = load_state,
     state_ttl = state_ttl,
     save_state = save_state,
     write_config = write_config,
     change_config = change_config,
-    MAX_PERMITS = MAX_PERMITS,
+    walk = walk,
+    newest = newest,
   }
 end

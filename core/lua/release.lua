@@ -1,22 +1,22 @@
--- release.lua: give back permits. The newest log members that hold them are
+-- release.lua: gives back permits. The newest log members that hold them are
 -- removed (or shrunk), so a released permit is credited once, now, and never
 -- again when its member would have expired (Redisson credits it twice).
--- ARGV[1] permits, ARGV[2..5] optional code-defined rate.
--- Reply: {code, available}
+-- ARGV[1..4]: the rate given in code, or four empty strings; ARGV[5] permits.
+-- Reply: {OK, available}.
 
 local L = lib()
-local n = tonumber(ARGV[1])
-local cfg = L.read_config(KEYS[1])
-if cfg == nil and ARGV[2] then
-  return { 0, L.int(ARGV[2]) } -- nothing was ever acquired
+local n = tonumber(ARGV[5])
+local cfg = L.read_config()
+if cfg == nil and ARGV[1] ~= '' then
+  return { OK, tonumber(ARGV[1]) } -- nothing was ever acquired
 elseif cfg == nil then
-  return { 1 }
+  return { NOT_INITIALIZED }
 elseif cfg == false then
-  return { 3 }
+  return { INVALID_CONFIG }
 end
 
-local vkey, pkey = L.state_keys(cfg)
-local v = L.load_state(vkey, pkey, cfg[1], L.now_ms() - cfg[2], false)
+local vkey, pkey = state_keys(cfg[3])
+local v = load_state(vkey, pkey, cfg[1], L.now_ms() - cfg[2], false)
 local removed = 0
 while removed < n do
   local batch = redis.call('ZREVRANGE', pkey, 0, math.min(n - removed, 1000) - 1, 'WITHSCORES')
@@ -37,6 +37,5 @@ while removed < n do
     end
   end
 end
-v = math.min(cfg[1], v + removed)
-L.save_state(vkey, pkey, v, cfg)
-return { 0, v }
+L.save_state(vkey, pkey, math.min(cfg[1], v + removed), L.state_ttl(cfg))
+return { OK, math.min(cfg[1], v + removed) }

@@ -1,9 +1,8 @@
--- trysetrate.lua: store the config only if the limiter has none.
--- ARGV[1..4] rate, interval ms, type, keepAlive ms. Reply: 1 set, 0 not.
+-- trysetrate.lua: stores the rate only if the limiter has none.
+-- ARGV[1..4]: rate, interval ms, type, keepAlive ms. Reply: {OK, 1 set, 0 not}.
 
-local L = lib()
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+  return { OK, 0 }
 end
-L.write_config(L.argv_config(1))
-return 1
+lib().write_config({ tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]) })
+return { OK, 1 }

@@ -18,8 +18,7 @@ import (
 const Remaining = 999_999
 
 // New returns a client whose commands are answered by a hook: acquire
-// scripts (EVALSHA or EVAL with the limiter's five keys) get an "allowed"
-// reply, everything else an error.
+// scripts get an "allowed" reply, everything else an error.
 func New() redis.UniversalClient {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", MaxRetries: -1, ContextTimeoutEnabled: true})
 	rdb.AddHook(hook{})
@@ -53,29 +52,32 @@ func (hook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipeline
 // sees only the allocations of the code under test.
 var replies sync.Map
 
-// answer sets the reply of an acquire call made with a code-defined rate:
-// {code 0, allowed 1, remaining, retry 0, reset = interval, now}, where now
-// is the time of the first call with that interval.
+// answer sets the reply of an acquire call (EVALSHA or EVAL, five keys, a
+// code-defined rate, then permits and a member per acquire): {now}, the
+// time of the first call with that interval, then Remaining (granted) per
+// acquire.
 func answer(cmd redis.Cmder) error {
-	c, ok := cmd.(*redis.Cmd)
+	c, ok := cmd.(*redis.IntSliceCmd)
 	args := cmd.Args()
-	if !ok || len(args) != 14 || (args[0] != "evalsha" && args[0] != "eval") {
+	if !ok || len(args) < 14 || len(args)%2 != 0 || (args[0] != "evalsha" && args[0] != "eval") {
 		cmd.SetErr(errUnsupported)
 		return errUnsupported
 	}
-	iv, ok := args[11].(*string)
-	if !ok {
+	iv, ok := args[9].(*string)
+	if !ok || *iv == "" { // not a code-defined rate
 		cmd.SetErr(errUnsupported)
 		return errUnsupported
 	}
-	reply, ok := replies.Load(iv)
+	acquires := (len(args) - 12) / 2
+	key := [2]any{iv, acquires}
+	reply, ok := replies.Load(key)
 	if !ok {
-		var interval int64
-		for _, ch := range *iv {
-			interval = interval*10 + int64(ch-'0')
+		v := []int64{time.Now().UnixMilli()}
+		for range acquires {
+			v = append(v, Remaining)
 		}
-		reply, _ = replies.LoadOrStore(iv, []any{int64(0), int64(1), int64(Remaining), int64(0), interval, time.Now().UnixMilli()})
+		reply, _ = replies.LoadOrStore(key, v)
 	}
-	c.SetVal(reply)
+	c.SetVal(reply.([]int64))
 	return nil
 }

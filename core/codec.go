@@ -1,0 +1,123 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// acquireReply reads the acquire script's reply v to the acquires of one
+// call, in order, into rs. The reply is {now ms}, then the stored rate
+// (four values) when the limiter has no rate in code, then per acquire its
+// remaining permits when granted, or -1 - remaining, the retry ms and the
+// reset ms when denied (a retry of -1: more permits than the rate).
+func (l *Limiter) acquireReply(v []int64, calls []*call) error {
+	if err := replyError(v); err != nil {
+		return err
+	}
+	at, rate := 1, Rate{}
+	if l.coded != nil {
+		rate = l.coded.rate
+	} else if len(v) >= 5 {
+		rate, at = parseRate(v[1:5]), 5
+	}
+	for _, cl := range calls {
+		if at >= len(v) {
+			return errShortReply
+		}
+		r := &cl.res
+		r.Rate, r.at = rate, v[0]
+		if n := v[at]; n >= 0 {
+			r.Allowed, r.Remaining, r.ResetAfter = true, n, rate.Interval
+			at++
+			continue
+		}
+		if at+2 >= len(v) {
+			return errShortReply
+		}
+		if v[at+1] < 0 {
+			cl.err = fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, cl.permits, rate.Permits)
+		}
+		r.Remaining = -1 - v[at]
+		r.RetryAfter = time.Duration(v[at+1]) * time.Millisecond
+		r.ResetAfter = time.Duration(v[at+2]) * time.Millisecond
+		at += 3
+	}
+	return nil
+}
+
+var errShortReply = errors.New("core: script reply too short")
+
+// replyError maps the code that starts a script's reply to this package's
+// errors. The acquire script starts its replies with the time instead:
+// any value above the codes is no error.
+func replyError(v []int64) error {
+	if len(v) == 0 {
+		return errShortReply
+	}
+	switch v[0] {
+	case codeOK:
+		return nil
+	case codeNotInitialized:
+		return ErrNotInitialized
+	case codeInvalidConfig:
+		return ErrInvalidConfig
+	}
+	if v[0] > codeInvalidConfig {
+		return nil
+	}
+	return fmt.Errorf("core: unknown script reply code %d", v[0])
+}
+
+// parseRate reads {rate, interval ms, type, keepAlive ms}.
+func parseRate(v []int64) Rate {
+	return Rate{
+		Type:      RateType(v[2]),
+		Permits:   v[0],
+		Interval:  time.Duration(v[1]) * time.Millisecond,
+		KeepAlive: time.Duration(v[3]) * time.Millisecond,
+	}
+}
+
+// rateStrings formats r as the scripts take it: rate, interval ms, type,
+// keepAlive ms.
+func rateStrings(r Rate) [4]string {
+	return [4]string{
+		strconv.FormatInt(r.Permits, 10),
+		strconv.FormatInt(r.Interval.Milliseconds(), 10),
+		strconv.Itoa(int(r.Type)),
+		strconv.FormatInt(r.KeepAlive.Milliseconds(), 10),
+	}
+}
+
+// rateArgs formats r as script arguments.
+func rateArgs(r Rate) []any {
+	a := rateStrings(r)
+	return []any{a[0], a[1], a[2], a[3]}
+}
+
+// newMember returns the log member of one acquire: Redisson's 21-byte
+// layout, the byte 0x10, a random 16-byte id, then the permits as a
+// little-endian uint32. The id also makes the acquire idempotent: a resent
+// script finds its member and does not take the permits again.
+func newMember(permits int64) string {
+	var m [21]byte
+	m[0] = 16
+	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
+	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
+	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
+	return string(m[:])
+}
+
+// jitter returns a small random delay added to a wait, so that waiters that
+// were denied together do not all retry in the same millisecond.
+func jitter(wait time.Duration) time.Duration {
+	limit := min(wait/16, 5*time.Millisecond)
+	if limit <= 0 {
+		return 0
+	}
+	return rand.N(limit)
+}

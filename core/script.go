@@ -1,0 +1,66 @@
+package core
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"strings"
+)
+
+// A script is one of the Lua scripts, with lib.lua (the rules they share)
+// in front. It is run with EVALSHA, and sent whole (EVAL) only when the
+// server's script cache lacks it.
+type script struct {
+	name string
+	sha  string
+	src  string
+}
+
+func newScript(name, body string) *script {
+	src := luaLib + body
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, sha: hex.EncodeToString(sum[:]), src: src}
+}
+
+var (
+	//go:embed lua/lib.lua
+	luaLib string
+	//go:embed lua/acquire.lua
+	luaAcquire string
+	//go:embed lua/available.lua
+	luaAvailable string
+	//go:embed lua/release.lua
+	luaRelease string
+	//go:embed lua/trysetrate.lua
+	luaTrySetRate string
+	//go:embed lua/setrate.lua
+	luaSetRate string
+	//go:embed lua/config.lua
+	luaConfig string
+	//go:embed lua/expire.lua
+	luaExpire string
+	//go:embed lua/delete.lua
+	luaDelete string
+
+	scriptAcquire    = newScript("acquire", luaAcquire)
+	scriptAvailable  = newScript("available", luaAvailable)
+	scriptRelease    = newScript("release", luaRelease)
+	scriptTrySetRate = newScript("try set rate", luaTrySetRate)
+	scriptSetRate    = newScript("set rate", luaSetRate)
+	scriptConfig     = newScript("config", luaConfig)
+	scriptExpire     = newScript("expire", luaExpire)
+	scriptDelete     = newScript("delete", luaDelete)
+)
+
+// Reply codes: the first value of every script's reply (lua/lib.lua).
+const (
+	codeOK             = 0
+	codeNotInitialized = 1
+	codeInvalidConfig  = 2
+)
+
+// isNoScript reports whether err is Redis's answer to an EVALSHA of a
+// script it does not have.
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
