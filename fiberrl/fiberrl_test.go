@@ -37,10 +37,38 @@ func TestConformanceCluster(t *testing.T) { conformance.RunCluster(t, adapter) }
 
 func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 
-func serve(_ *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
-	// A read buffer large enough for the hostile table's 64 KiB headers to reach
-	// the middleware (fasthttp's default, 4 KiB, answers 431 before it).
-	f := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: 256 << 10})
+// TestHostileInputDefaultReadBuffer runs the hostile table on fiber's
+// default read buffer (4 KiB): fasthttp refuses by itself the requests
+// whose headers do not fit in it, before any handler runs. Through
+// app.Test that refusal is an error ("small read buffer"), not a response:
+// status -1 in the table.
+func TestHostileInputDefaultReadBuffer(t *testing.T) {
+	a := adapter
+	a.Serve = serveWith(0)
+	a.HostileRefused = map[string]int{}
+	for _, name := range []string{
+		"64 KiB X-Forwarded-For", "1 000 X-Forwarded-For hops", "64 KiB X-Forwarded-For from an untrusted peer",
+		"64 KiB user id", "64 KiB API key",
+	} {
+		a.HostileRefused[name] = -1
+	}
+	conformance.RunHostile(t, a)
+}
+
+// serve serves an App with a read buffer large enough for the hostile
+// table's 64 KiB headers to reach the middleware.
+var serve = serveWith(256 << 10)
+
+// serveWith returns a Serve whose fiber app has a read buffer of
+// readBuffer bytes (0: fasthttp's default, 4 KiB).
+func serveWith(readBuffer int) func(*testing.T, conformance.App) func(*http.Request) (*http.Response, error) {
+	return func(_ *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
+		return serveApp(app, readBuffer)
+	}
+}
+
+func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Response, error) {
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: readBuffer})
 	f.Use(func(c *fiber.Ctx) error {
 		ctx, cancel := conformance.Controls(c.UserContext(), func(name string) string { return c.Get(name) })
 		defer cancel()

@@ -94,6 +94,12 @@ type Adapter struct {
 	// Disconnects reports whether a client closing its connection cancels
 	// the request context (true for net/http servers; fasthttp cannot).
 	Disconnects bool
+	// HostileRefused lists the hostile cases (by name, see RunHostile) that
+	// the framework, as Serve configures it, answers by itself before any
+	// middleware runs, with the status it answers (-1: no response, the
+	// request ends with the framework's error). The others reach the
+	// middleware. nil: the framework refuses none.
+	HostileRefused map[string]int
 }
 
 // Control headers read by the pre-middleware.

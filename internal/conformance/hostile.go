@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,35 +38,79 @@ func UserOf(header func(string) string) string {
 	return header(HeaderUser)
 }
 
-// Statuses a hostile request may get: served, limited, or refused by the
-// framework itself as too large or malformed (fasthttp answers 431 to
-// headers beyond its read buffer). Never a 5xx, never a hang.
-var hostileOK = []int{http.StatusOK, http.StatusTooManyRequests, http.StatusBadRequest, http.StatusRequestHeaderFieldsTooLarge}
+// hostileRequests is how many times each hostile request is sent: past
+// the limit of 3 of the hostile routes.
+const hostileRequests = 5
+
+// hostileCase is one hostile request, sent hostileRequests times, and the
+// exact outcome of each.
+type hostileCase struct {
+	name   string
+	path   string
+	header []string
+	// noKey: the key function finds no key in the request (keyfunc.ErrNoKey):
+	// the failure policy decides. The table fails open, so each request is
+	// served without a decision, and the error handler gets ErrNoKey each
+	// time. Otherwise each request is decided: 3 served, then 429s.
+	noKey bool
+}
+
+// want returns the statuses the case's requests must get from a, and the
+// error every call of the error handler must wrap (nil: no call at all).
+func (tc hostileCase) want(a Adapter) (statuses []int, decided bool, err error) {
+	if st, ok := a.HostileRefused[tc.name]; ok {
+		// The framework answers before any middleware runs.
+		return repeat(st, hostileRequests), false, nil
+	}
+	if tc.noKey {
+		return repeat(http.StatusOK, hostileRequests), false, keyfunc.ErrNoKey
+	}
+	return []int{200, 200, 200, 429, 429}, true, nil
+}
+
+// drain returns the errors an App's error handlers have reported so far.
+func drain(errs chan error) []error {
+	var out []error
+	for {
+		select {
+		case err := <-errs:
+			out = append(out, err)
+		default:
+			return out
+		}
+	}
+}
 
 // RunHostile runs the hostile-input table for a: oversized and malformed
 // headers, forged forwarding headers, unicode and control characters in
-// user ids and API keys, and costs and rates at the int64 edges. Every
-// request gets a clear response, and no hostile request touches another
-// client's limiter.
+// user ids and API keys, and costs and rates at the int64 edges. Each
+// hostile request gets exactly the answer its case gives (decided: 3
+// served, then 429; no key: served by the failure policy, fail open; or the
+// framework's own status where a.HostileRefused says the framework refuses
+// it), the error handler sees exactly the errors the case gives, and no
+// hostile request touches another client's limiter.
 func RunHostile(t *testing.T, a Adapter) {
 	rdb := redistest.Shared(t).Client(t)
 
-	serve := func(t *testing.T, global []Limit, routes ...Route) caller {
+	serve := func(t *testing.T, global []Limit, routes ...Route) (App, caller) {
 		c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+"."+strconv.FormatUint(rand.Uint64(), 36)+":"))
 		require.NoError(t, err)
 		ap := App{Client: c, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000)}
-		return caller{t: t, do: a.Serve(t, ap)}
+		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	user := keyfunc.User(a.UserKey)
 	trusted := keyfunc.IP(keyfunc.TrustProxies(netip.PrefixFrom(a.Peer, a.Peer.BitLen())))
+	// Every limit reports its errors (ErrorObserve) and then fails open.
 	limits := []Route{
-		{Path: "/user", Limits: []Limit{{Name: "user", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{user}}}},
-		{Path: "/key", Limits: []Limit{{Name: "key", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{keyfunc.APIKey("X-API-Key")}}}},
-		{Path: "/proxy", Limits: []Limit{{Name: "proxy", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{trusted}}}},
+		{Path: "/user", Limits: []Limit{{Name: "user", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{user}, OnError: ErrorObserve}}},
+		{Path: "/key", Limits: []Limit{{Name: "key", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{keyfunc.APIKey("X-API-Key")}, OnError: ErrorObserve}}},
+		{Path: "/proxy", Limits: []Limit{{Name: "proxy", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{trusted}, OnError: ErrorObserve}}},
+		{Path: "/ip", Limits: []Limit{{Name: "ip", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{keyfunc.IP()}, OnError: ErrorObserve}}},
 	}
 
 	// bystanders are clients that take no part: each hostile case must
-	// leave their limiters as they were.
+	// leave their limiters as they were. (The client of /ip is the peer,
+	// the same for every test request: it has no bystander.)
 	type bystander struct {
 		path   string
 		header []string
@@ -85,71 +130,114 @@ func RunHostile(t *testing.T, a Adapter) {
 
 	big := strings.Repeat("a", 64<<10)
 	manyHops := strings.TrimSuffix(strings.Repeat("203.0.113.1, ", 1000), ", ")
-	cases := []struct {
-		name   string
-		path   string
-		header []string
-	}{
-		{"64 KiB X-Forwarded-For", "/proxy", []string{"X-Forwarded-For", big}},
-		{"1 000 X-Forwarded-For hops", "/proxy", []string{"X-Forwarded-For", manyHops}},
-		{"garbage X-Forwarded-For", "/proxy", []string{"X-Forwarded-For", "1.2.3.4,,, [::1, not-an-ip, 999.1.1.1"}},
-		{"forged Forwarded", "/proxy", []string{"Forwarded", `for="[::1"; for=unknown, for=_hidden;proto=http`}},
-		{"X-Forwarded-For at an unproxied route", "/user", []string{HeaderUser, "eve", "X-Forwarded-For", "198.51.100.200"}},
-		{"64 KiB user id", "/user", []string{HeaderUser, big}},
-		{"unicode user id", "/user", []string{HeaderUser, "üser-用户-🙂"}},
-		{"control characters in a user id", "/user", []string{HeaderUserHex, hex.EncodeToString([]byte("a\x00b\r\nc\x1b[0m\x7f"))}},
-		{"separators in a user id", "/user", []string{HeaderUser, "bystander:{x}*"}},
-		{"a user id like another's escaped form", "/user", []string{HeaderUser, "bystander%3A"}},
-		{"64 KiB API key", "/key", []string{"X-API-Key", big}},
-		{"unicode API key", "/key", []string{"X-API-Key", "ключ-🔑\tkey"}},
-		{"empty API key", "/key", []string{"X-API-Key", ""}},
+	cases := []hostileCase{
+		// From a trusted proxy (/proxy): the rightmost untrusted entry is
+		// the client; one that cannot be parsed is no key.
+		{name: "64 KiB X-Forwarded-For", path: "/proxy", header: []string{"X-Forwarded-For", big}, noKey: true},
+		{name: "1 000 X-Forwarded-For hops", path: "/proxy", header: []string{"X-Forwarded-For", manyHops}},
+		{name: "garbage X-Forwarded-For", path: "/proxy", header: []string{"X-Forwarded-For", "1.2.3.4,,, [::1, not-an-ip, 999.1.1.1"}, noKey: true},
+		// The key reads X-Forwarded-For: a Forwarded header is not read,
+		// and the client is the peer.
+		{name: "forged Forwarded", path: "/proxy", header: []string{"Forwarded", `for="[::1"; for=unknown, for=_hidden;proto=http`}},
+		// From a peer that is not trusted (/ip), forwarding headers are
+		// ignored: the client is the peer.
+		{name: "64 KiB X-Forwarded-For from an untrusted peer", path: "/ip", header: []string{"X-Forwarded-For", big}},
+		{name: "garbage X-Forwarded-For from an untrusted peer", path: "/ip", header: []string{"X-Forwarded-For", "1.2.3.4,,, [::1, not-an-ip, 999.1.1.1"}},
+		{name: "X-Forwarded-For at a route keyed by user", path: "/user", header: []string{HeaderUser, "eve", "X-Forwarded-For", "198.51.100.200"}},
+		{name: "64 KiB user id", path: "/user", header: []string{HeaderUser, big}},
+		{name: "unicode user id", path: "/user", header: []string{HeaderUser, "üser-用户-🙂"}},
+		{name: "control characters in a user id", path: "/user", header: []string{HeaderUserHex, hex.EncodeToString([]byte("a\x00b\r\nc\x1b[0m\x7f"))}},
+		{name: "separators in a user id", path: "/user", header: []string{HeaderUser, "bystander:{x}*"}},
+		{name: "a user id like another's escaped form", path: "/user", header: []string{HeaderUser, "bystander%3A"}},
+		{name: "64 KiB API key", path: "/key", header: []string{"X-API-Key", big}},
+		{name: "unicode API key", path: "/key", header: []string{"X-API-Key", "ключ-🔑\tkey"}},
+		{name: "empty API key", path: "/key", header: []string{"X-API-Key", ""}, noKey: true},
+	}
+	for name := range a.HostileRefused {
+		require.True(t, slices.ContainsFunc(cases, func(tc hostileCase) bool { return tc.name == name }),
+			"%s: HostileRefused names no case %q", a.Name, name)
 	}
 
-	t.Run("hostile headers get a clear answer and touch no one else", func(t *testing.T) {
+	t.Run("hostile headers get their exact answer and touch no one else", func(t *testing.T) {
 		t.Parallel()
-		c := serve(t, nil, limits...)
-		// Spend one permit of each bystander, then check nothing moves.
-		before := remaining(c)
-		require.Equal(t, []string{"2", "2", "2"}, before)
+		var slowest time.Duration
 		for _, tc := range cases {
-			for i := 0; i < 5; i++ { // past the limit of 3
-				r := c.get(tc.path, tc.header...)
-				assert.Contains(t, hostileOK, r.status, "%s: status %d, body %q", tc.name, r.status, r.body)
-				assert.Less(t, r.elapsed, 2*time.Second, tc.name)
-			}
+			t.Run(tc.name, func(t *testing.T) {
+				ap, c := serve(t, nil, limits...)
+				// Spend one permit of each bystander, then check that the
+				// case moves none of them.
+				require.Equal(t, []string{"2", "2", "2"}, remaining(c))
+				wantStatus, wantDecided, wantErr := tc.want(a)
+				var got []int
+				for i := range hostileRequests {
+					r := c.get(tc.path, tc.header...)
+					got = append(got, r.status)
+					slowest = max(slowest, r.elapsed)
+					assert.Equal(t, wantDecided, r.header.Get("RateLimit") != "",
+						"request %d: decided by Redis (rate limit headers); status %d, body %q", i+1, r.status, r.body)
+					// No hang: the round-trip timeout of the table is
+					// sharedTimeout, and a fail-open answer needs no round trip.
+					assert.Less(t, r.elapsed, sharedTimeout, "request %d", i+1)
+				}
+				assert.Equal(t, wantStatus, got, "statuses")
+				assert.Equal(t, []string{"1", "1", "1"}, remaining(c), "each bystander lost exactly its own second permit")
+				errs := drain(ap.Errors)
+				if wantErr == nil {
+					assert.Empty(t, errs, "errors reported to the error handler")
+				} else {
+					assert.Len(t, errs, hostileRequests, "one error per request: %v", errs)
+					for _, err := range errs {
+						assert.ErrorIs(t, err, wantErr)
+					}
+				}
+			})
 		}
-		after := remaining(c)
-		assert.Equal(t, []string{"1", "1", "1"}, after, "each bystander lost exactly its own second permit")
+		t.Logf("slowest hostile request: %v", slowest.Round(time.Millisecond))
 	})
 
 	t.Run("distinct hostile identities get distinct limiters", func(t *testing.T) {
 		t.Parallel()
-		c := serve(t, nil, limits...)
+		ap, c := serve(t, nil, limits...)
 		ids := []string{"a\x00", "a\x00\x00", "a\r\n", "a\n\r", "ü", "u\u0308", "a:b", "a%3Ab", "{a}", "a*", strings.Repeat("x", 65), strings.Repeat("x", 66)}
 		for _, id := range ids {
 			h := []string{HeaderUserHex, hex.EncodeToString([]byte(id))}
 			assert.Equal(t, []int{200, 200, 200, 429}, c.statuses(4, "/user", h...), "user %q", id)
 		}
+		assert.Empty(t, drain(ap.Errors), "errors reported to the error handler")
 	})
 
 	t.Run("costs and rates at the int64 edges", func(t *testing.T) {
 		t.Parallel()
-		// Impossible options make every request fail loudly (500), never
-		// serve it unlimited and never panic.
-		for _, l := range []Limit{
-			{Name: "cost-max", Rate: core.PerMinute(10), Cost: math.MaxInt64},
-			{Name: "cost-min", Rate: core.PerMinute(10), Cost: math.MinInt64},
-			{Name: "rate-max", Rate: core.Rate{Permits: math.MaxInt64, Interval: time.Minute}},
-			{Name: "interval-ns", Rate: core.Rate{Permits: 10, Interval: math.MaxInt64}},
-			{Name: "wait-min", Rate: core.PerMinute(10), MaxWait: math.MinInt64},
+		// Impossible options make every request fail loudly (500, the
+		// configuration error to the error handler), never serve it
+		// unlimited and never panic.
+		for _, tc := range []struct {
+			l   Limit
+			err error
+		}{
+			{Limit{Name: "cost-max", Rate: core.PerMinute(10), Cost: math.MaxInt64}, core.ErrInvalidPermits},
+			{Limit{Name: "cost-min", Rate: core.PerMinute(10), Cost: math.MinInt64}, core.ErrInvalidPermits},
+			{Limit{Name: "rate-max", Rate: core.Rate{Permits: math.MaxInt64, Interval: time.Minute}}, core.ErrInvalidRate},
+			{Limit{Name: "interval-ns", Rate: core.Rate{Permits: 10, Interval: math.MaxInt64}}, core.ErrInvalidRate},
+			{Limit{Name: "wait-min", Rate: core.PerMinute(10), MaxWait: math.MinInt64}, core.ErrInvalidOption},
 		} {
-			c := serve(t, []Limit{l}, Route{Path: "/a"})
-			r := c.get("/a")
-			assert.Equal(t, http.StatusInternalServerError, r.status, l.Name)
-			assert.NotContains(t, r.body, "permits", "%s: no error text in the body", l.Name)
+			l := tc.l
+			l.OnError = ErrorObserve
+			ap, c := serve(t, []Limit{l}, Route{Path: "/a"})
+			for i := range 2 {
+				r := c.get("/a")
+				assert.Equal(t, http.StatusInternalServerError, r.status, "%s: request %d", l.Name, i+1)
+				assert.NotContains(t, r.body, "permits", "%s: no error text in the body", l.Name)
+			}
+			errs := drain(ap.Errors)
+			if assert.Len(t, errs, 2, "%s: the error handler saw each request's error", l.Name) {
+				for _, err := range errs {
+					assert.ErrorIs(t, err, tc.err, l.Name)
+				}
+			}
 		}
 		// The largest valid values work.
-		c := serve(t, []Limit{{Name: "edge", Rate: core.Rate{Permits: core.MaxPermits, Interval: 100 * 365 * 24 * time.Hour}, Cost: core.MaxPermits}},
+		ap, c := serve(t, []Limit{{Name: "edge", Rate: core.Rate{Permits: core.MaxPermits, Interval: 100 * 365 * 24 * time.Hour}, Cost: core.MaxPermits, OnError: ErrorObserve}},
 			Route{Path: "/a"})
 		r := c.get("/a")
 		require.Equal(t, http.StatusOK, r.status, r.body)
@@ -159,18 +247,40 @@ func RunHostile(t *testing.T, a Adapter) {
 		retry, err := strconv.ParseInt(r.header.Get("Retry-After"), 10, 64)
 		require.NoError(t, err)
 		assert.Greater(t, retry, int64(99*365*24*3600), "a century's window, in seconds")
-		// A huge maximum wait is still bounded by the request's deadline.
-		c = serve(t, []Limit{{Name: "wait-max", Rate: core.PerMinute(1), MaxWait: math.MaxInt64}}, Route{Path: "/a"})
+		t.Logf("Retry-After at the largest valid rate: %d s", retry)
+		assert.Empty(t, drain(ap.Errors), "errors reported to the error handler")
+		// A huge maximum wait is still bounded by the request's deadline:
+		// the wait (a minute) cannot fit in its 1 s, so the request is
+		// rejected at once, long before the deadline.
+		ap, c = serve(t, []Limit{{Name: "wait-max", Rate: core.PerMinute(1), MaxWait: math.MaxInt64, OnError: ErrorObserve}}, Route{Path: "/a"})
 		require.Equal(t, http.StatusOK, c.get("/a").status)
-		r = c.get("/a", HeaderDeadline, "200")
+		r = c.get("/a", HeaderDeadline, "1000")
 		assert.Equal(t, http.StatusTooManyRequests, r.status)
-		assert.Less(t, r.elapsed, time.Second)
+		assert.Less(t, r.elapsed, 500*time.Millisecond, "rejected at once, not at the deadline")
+		t.Logf("wait that cannot fit in a 1 s deadline: rejected after %v", r.elapsed.Round(time.Millisecond))
+		assert.Empty(t, drain(ap.Errors), "errors reported to the error handler")
 	})
 }
 
+// churnGone bounds how long after the last request of the churn every key
+// must be gone: the keepAlive (the last keys were written by the last
+// requests), then Redis's active expiry, which reclaims expired keys in
+// cycles ten times a second (hz 10), and the 10 ms polling. 1 s is 2.5
+// times the keepAlive, room for a redis-server short of CPU on a loaded
+// machine.
+const churnGone = time.Second
+
+// churnMemoryDelta bounds how far Redis used_memory may end from its
+// baseline once every key is gone: allocator fragmentation and client
+// buffers move it by tens of kB; a leak of the churn's keys (three per
+// user, about 300 B each) would be megabytes.
+const churnMemoryDelta = 256 << 10
+
 // ChurnMemory drives n distinct user keys through do (an adapter serving
-// App) and reports whether every key expired after the keepAlive, and Redis
-// memory came back to its baseline. It returns the keys per second reached.
+// App) and checks that every key expires after the keepAlive (two
+// windows): all of them gone within churnGone of the last request, and
+// Redis memory back within churnMemoryDelta of its baseline. It logs the
+// figures measured and returns the keys per second reached.
 func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	redistest.Need(t)
 	s, err := redistest.Start()
@@ -179,9 +289,11 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	rdb := s.Client(t)
 	c, err := core.New(rdb)
 	require.NoError(t, err)
-	window := 200 * time.Millisecond // keepAlive: two windows
+	window := 200 * time.Millisecond
+	rate := core.Rate{Permits: 5, Interval: window}
+	keepAlive := 2 * window // a code-defined rate's keys live two windows after their last write
 	ap := App{Client: c, Routes: []Route{{Path: "/user", Limits: []Limit{{
-		Name: "churn", Rate: core.Rate{Permits: 5, Interval: window}, Timeout: sharedTimeout, Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)},
+		Name: "churn", Rate: rate, Timeout: sharedTimeout, Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)},
 	}}}}, Errors: make(chan error, 10)}
 	cl := caller{t: t, do: a.Serve(t, ap)}
 	cl.get("/user", HeaderUser, "warm-up") // connections, scripts
@@ -202,19 +314,34 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	for range workers {
 		<-done
 	}
-	rate := float64(n) / time.Since(start).Seconds()
+	end := time.Now()
+	perSecond := float64(n) / end.Sub(start).Seconds()
 	for _, st := range statuses {
 		assert.Equal(t, repeat(http.StatusOK, len(st)), st, "every new user is served")
 	}
 	peak := dbsize(t, rdb)
 	assert.Greater(t, peak, int64(0))
-	require.Eventually(t, func() bool { return dbsize(t, rdb) == 0 }, 3*time.Second, 50*time.Millisecond,
-		"every key expires after the keepAlive")
+	// The keys of the last users carry the keepAlive as their TTL.
+	last := "churn:u" + strconv.Itoa(n-1)
+	ttl, err := rdb.PTTL(context.Background(), last).Result()
+	require.NoError(t, err)
+	assert.True(t, ttl > 0 && ttl <= keepAlive, "TTL of %s: %v, want at most the keepAlive %v", last, ttl, keepAlive)
+
+	var gone time.Duration
+	require.Eventually(t, func() bool {
+		if dbsize(t, rdb) != 0 {
+			return false
+		}
+		gone = time.Since(end)
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "every key expires after the keepAlive")
+	assert.LessOrEqual(t, gone, churnGone, "every key gone within %v of the last request (keepAlive %v)", churnGone, keepAlive)
 	after := usedMemory(t, rdb)
-	assert.InDelta(t, base, after, 256<<10, "memory back to its baseline (%d B before, %d B after)", base, after)
-	t.Logf("%d keys at %.0f keys/s; %d Redis keys at the end of the burst, 0 after %v; used_memory %d B before, %d B after",
-		n, rate, peak, 2*window, base, after)
-	return rate
+	assert.InDelta(t, base, after, churnMemoryDelta, "memory back to its baseline (%d B before, %d B after)", base, after)
+	t.Logf("%d new users at %.0f users/s; %d Redis keys at the end of the burst; the last key gone %v after the last request "+
+		"(keepAlive %v, bound %v); used_memory %d B before, %d B after (%+d B, bound ±%d B)",
+		n, perSecond, peak, gone.Round(time.Millisecond), keepAlive, churnGone, base, after, after-base, churnMemoryDelta)
+	return perSecond
 }
 
 func dbsize(t *testing.T, rdb *redis.Client) int64 {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
@@ -143,12 +142,16 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("keys on the killed master: %v", o)
 	t.Logf("keys on the other masters: %v", elsewhere)
 	t.Logf("failed decisions by error: %s", x.a.errorKinds())
-	t.Logf("%d requests in %v", len(ss), ss[len(ss)-1].start.Sub(ss[0].start).Round(time.Millisecond))
+	t.Logf("%d requests in %v; slowest of all %v (bound %v)", len(ss), ss[len(ss)-1].start.Sub(ss[0].start).Round(time.Millisecond),
+		slowest(ss).Round(time.Millisecond), maxHold)
 	require.True(t, back, "decisions on the killed master's keys came back within 20 s of the promotion (waited %v)", waited)
 	checkSamples(t, ss)
 	require.Positive(t, o.failed, "the outage was seen by clients")
-	require.Less(t, o.lastFail, promoted+3*time.Second, "no failure long after the promotion")
-	require.LessOrEqual(t, elsewhere.failedShare(), healthyShare, "the other masters' keys kept their decisions: %v", elsewhere)
+	after := recoveryAfter(t, o, promoted, clusterRecovery)
+	t.Logf("decisions on the killed master's keys back %v after the promotion (bound %v)", after.Round(time.Millisecond), clusterRecovery)
+	// Batches never span two hash slots, so no round trip of another
+	// master's keys waits on the dead one.
+	checkHealthy(t, x.a, elsewhere, x.elsewhere)
 
 	// Limiting on the promoted replica.
 	exhaust(t, x.a, usersOn(x.owners, x.victim, "strict", 2)[1])
@@ -202,6 +205,8 @@ func TestCoalescingKeepsShardsApart(t *testing.T) {
 	t.Logf("keys on the masters that are up, coalescing off: %v", without)
 	t.Logf("keys on the stopped master, coalescing on: %v", onVictim)
 	require.Positive(t, onVictim.failed, "the stopped master's keys failed: the fault was real")
-	assert.LessOrEqual(t, without.failedShare(), healthyShare, "without coalescing, healthy masters' keys keep their decisions")
-	assert.LessOrEqual(t, withCoalescing.failedShare(), healthyShare, "with coalescing, healthy masters' keys keep their decisions")
+	t.Log("coalescing off:")
+	checkHealthy(t, single.a, without, single.elsewhere)
+	t.Log("coalescing on:")
+	checkHealthy(t, coalesced.a, withCoalescing, coalesced.elsewhere)
 }
