@@ -27,8 +27,8 @@ type harness struct {
 
 // inTurns measures k contenders h.reps times, taking turns, so that a
 // change in the machine's background load does not fall on one of them,
-// and returns each one's median run, in order. measure(i) measures
-// contender i once.
+// and returns each one's median run, in order, with the errors of its
+// other runs. measure(i) measures contender i once.
 func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error) {
 	runs := make([][]row, k)
 	for range h.reps {
@@ -43,6 +43,10 @@ func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error
 	rows := make([]row, k)
 	for i, rs := range runs {
 		rows[i] = medianRun(rs)
+		for _, r := range rs {
+			rows[i].OtherErrors += r.Errors
+		}
+		rows[i].OtherErrors -= rows[i].Errors
 	}
 	return rows, nil
 }
@@ -96,7 +100,8 @@ func (h *harness) flush(ctx context.Context) error {
 // op is one decision of a workload, made by caller worker as its i-th.
 type op func(ctx context.Context, worker, i int) (allowed bool, err error)
 
-// sample is the outcome of one measurement.
+// sample is the outcome of one measurement. A call that returned an error
+// is no decision: it counts in Errors only, and its latency is left out.
 type sample struct {
 	Decisions, Allowed, Errors int64
 	Elapsed                    time.Duration
@@ -156,8 +161,11 @@ func (h *harness) measure(ctx context.Context, callers int, rtt *rttCounter, o o
 		rtt1 = rtt.n.Load()
 	}
 	runtime.ReadMemStats(&m1)
-	if s.Decisions == 0 {
-		return s, errors.New("no decisions")
+	switch {
+	case s.Decisions == 0 && s.Errors == 0:
+		return s, errors.New("no calls")
+	case s.Decisions == 0:
+		return s, nil // every call failed: the row shows the errors alone
 	}
 	n := float64(s.Decisions)
 	s.Allocs = float64(m1.Mallocs-m0.Mallocs) / n
@@ -198,14 +206,16 @@ func (h *harness) run(ctx context.Context, callers int, d time.Duration, o op, l
 			for i := 0; !stop.Load(); i++ {
 				t := time.Now()
 				a, err := o(ctx, w, i)
+				d := time.Since(t)
+				if err != nil {
+					bad++ // not a decision
+					continue
+				}
 				if lat != nil {
-					lat[w] = append(lat[w], time.Since(t))
+					lat[w] = append(lat[w], d)
 				}
 				n++
-				switch {
-				case err != nil:
-					bad++
-				case a:
+				if a {
 					ok++
 				}
 			}

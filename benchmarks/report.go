@@ -47,17 +47,32 @@ func (r *report) find(scenario, cs, lib string, callers int) (row, bool) {
 	return row{}, false
 }
 
-// fastestPeer returns the peer with the most decisions per second in
-// scenario at callers.
-func (r *report) fastestPeer(scenario string, callers int) (row, bool) {
-	var best row
-	found := false
+// peers returns the peers measured in scenario and case at callers, and
+// the one with the most decisions per second first.
+func (r *report) peers(scenario, cs string, callers int) []row {
+	var out []row
 	for _, name := range peerNames {
-		if x, ok := r.find(scenario, "", name, callers); ok && (!found || x.rate() > best.rate()) {
-			best, found = x, true
+		if x, ok := r.find(scenario, cs, name, callers); ok {
+			out = append(out, x)
 		}
 	}
-	return best, found
+	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(b.rate(), a.rate()) })
+	return out
+}
+
+// erred returns "n/a (errors in …)" when a run of any of xs returned
+// errors, else "": no figure is built on a run with errors.
+func erred(xs ...row) string {
+	var libs []string
+	for _, x := range xs {
+		if x.failed() && !slices.Contains(libs, x.Library) {
+			libs = append(libs, x.Library)
+		}
+	}
+	if len(libs) == 0 {
+		return ""
+	}
+	return "n/a (errors in " + strings.Join(libs, ", ") + ")"
 }
 
 // targets returns the ratios the project reports, as (what, figure) pairs.
@@ -70,12 +85,14 @@ func (r *report) targets() [][]string {
 		{"a", "Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s"},
 		{"b", "Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s"},
 	} {
-		ours, ok1 := r.find(sc.id, "", libRedlimit, 64)
-		peer, ok2 := r.fastestPeer(sc.id, 64)
+		ours, ok := r.find(sc.id, "", libRedlimit, 64)
+		peers := r.peers(sc.id, "", 64)
 		fig := missing
-		if ok1 && ok2 {
-			fig = fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peer.rate()),
-				libRedlimit, count(ours.rate()), peer.Library, count(peer.rate()))
+		if ok && len(peers) > 0 {
+			if fig = erred(append(peers, ours)...); fig == "" {
+				fig = fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peers[0].rate()),
+					libRedlimit, count(ours.rate()), peers[0].Library, count(peers[0].rate()))
+			}
 		}
 		add(sc.what, fig)
 	}
@@ -93,7 +110,9 @@ func (r *report) targets() [][]string {
 	ours, ok1 := r.find("a", "", libRedlimit, 1)
 	floor, ok2 := r.find("a", "", libFloor, 1)
 	if ok1 && ok2 {
-		fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
+		if fig = erred(ours, floor); fig == "" {
+			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
+		}
 	}
 	add("One caller p50 (a): redlimit ÷ floor", fig)
 
@@ -102,7 +121,9 @@ func (r *report) targets() [][]string {
 		big, ok1 := r.find("d", bigCase(len(bigLimits)-1), lib, 1)
 		small, ok2 := r.find("d", bigCase(0), lib, 1)
 		if ok1 && ok2 {
-			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(big.P50), float64(small.P50)), micros(big.P50), micros(small.P50))
+			if fig = erred(big, small); fig == "" {
+				fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(big.P50), float64(small.P50)), micros(big.P50), micros(small.P50))
+			}
 		}
 		add(fmt.Sprintf("p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: %s", lib), fig)
 	}
@@ -128,15 +149,18 @@ func (r *report) overhead(fw, v string) string {
 		}
 		return "not measured in this run"
 	}
+	if e := erred(bare, mw); e != "" {
+		return e
+	}
 	mean := 1e6/mw.rate() - 1e6/bare.rate()
 	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
-	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory {
+	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory && !core.failed() {
 		s += fmt.Sprintf("; the adapter's own part, beyond the core decision alone (%s µs mean, %s µs p50, %s allocs): "+
 			"%s µs mean, **%s µs p50**, **%s allocs**",
 			fixed(1e6/core.rate(), 2), fixed(float64(core.P50)/1e3, 2), fixed(core.Allocs, 1),
 			signed(mean-1e6/core.rate()), signed(float64(mw.P50-bare.P50-core.P50)/1e3), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
-	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis {
+	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis && !core.failed() {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
 			fixed(1e6/core.rate(), 1), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
@@ -221,10 +245,13 @@ func (r *report) writeMarkdown(w io.Writer) error {
 		for _, n := range callerCounts {
 			big, ok1 := r.find("d", bigCase(len(bigLimits)-1), lib, n)
 			small, ok2 := r.find("d", bigCase(0), lib, n)
-			if ok1 && ok2 {
-				line = append(line, ratio(float64(big.P50), float64(small.P50)))
-			} else {
+			switch {
+			case !ok1 || !ok2:
 				line = append(line, "–")
+			case erred(big, small) != "":
+				line = append(line, "n/a (errors)")
+			default:
+				line = append(line, ratio(float64(big.P50), float64(small.P50)))
 			}
 		}
 		ratios = append(ratios, line)
@@ -267,10 +294,9 @@ func (r *report) decisionTable(b *strings.Builder, scenario string, withCase boo
 	}
 	var lines [][]string
 	for _, x := range r.sorted(scenario) {
-		line := []string{x.Library, strconv.Itoa(x.Callers), count(x.rate()), micros(x.P50), micros(x.P99),
-			fixed(x.Allocs, 1)}
+		line := append([]string{x.Library, strconv.Itoa(x.Callers)}, clientCells(x)...)
 		line = append(line, redisCells(x)...)
-		line = append(line, percent(x.Allowed, x.Decisions), strconv.FormatInt(x.Errors, 10))
+		line = append(line, percent(x.Allowed, x.Decisions), errorCell(x))
 		if withCase {
 			line = append([]string{x.Case}, line...)
 		}
@@ -286,15 +312,34 @@ func (r *report) requestTable(b *strings.Builder) {
 	var lines [][]string
 	for _, x := range r.sorted("e") {
 		dp50, dallocs := "–", "–"
-		if bare, ok := r.find("e", x.Case, variantBare, x.Callers); ok && x.Library != variantBare {
+		if bare, ok := r.find("e", x.Case, variantBare, x.Callers); ok && x.Library != variantBare && erred(x, bare) == "" {
 			dp50 = signed(float64(x.P50-bare.P50)/1e3) + " µs"
 			dallocs = signed(x.Allocs - bare.Allocs)
 		}
-		line := []string{x.Case, x.Library, strconv.Itoa(x.Callers), count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
+		line := append([]string{x.Case, x.Library, strconv.Itoa(x.Callers)}, clientCells(x)...)
 		line = append(line, redisCells(x)...)
-		lines = append(lines, append(line, dp50, dallocs, strconv.FormatInt(x.Errors, 10)))
+		lines = append(lines, append(line, dp50, dallocs, errorCell(x)))
 	}
 	table(b, head, lines)
+}
+
+// clientCells returns decisions/s, p50, p99 and allocations per decision,
+// or dashes where no call succeeded.
+func clientCells(x row) []string {
+	if x.Decisions == 0 {
+		return []string{"0", "–", "–", "–"}
+	}
+	return []string{count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
+}
+
+// errorCell is the errors of the reported run, and those of the point's
+// other runs.
+func errorCell(x row) string {
+	s := strconv.FormatInt(x.Errors, 10)
+	if x.OtherErrors > 0 {
+		s += fmt.Sprintf(" (+%d in other runs)", x.OtherErrors)
+	}
+	return s
 }
 
 // redisCells returns the Redis columns of a row, or dashes.

@@ -2,28 +2,33 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
 // fakeReport has one row per library and callers for scenarios a to e, at
-// known rates, and no Redis behind it.
+// known rates, and no Redis behind it. In b, ulule/limiter's run at 64
+// callers returned errors; in c, other runs of httprate-redis at 64 callers
+// did.
 func fakeReport() *report {
 	r := &report{Env: "test machine", Total: time.Minute}
 	rates := map[string]float64{
 		libRedlimit: 20_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
 		libUlule: 30_000, libHTTPRate: 8_000, libFloor: 50_000,
 	}
-	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) {
+	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) *row {
 		s := sample{Decisions: int64(rate), Allowed: int64(rate) / 2, Elapsed: time.Second, P50: p50, P99: 2 * p50, Allocs: allocs}
 		if redis {
 			s.Redis = &redisCost{Commands: 3, RoundTrips: 1, CPU: 12.5}
 		}
 		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
+		return &r.Rows[len(r.Rows)-1]
 	}
 	for _, sc := range []string{"a", "b", "c"} {
 		for lib, rate := range rates {
@@ -31,7 +36,13 @@ func fakeReport() *report {
 				if sc == "b" && lib == libRedlimit {
 					rate = 2_000_000
 				}
-				add(sc, "", lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
+				x := add(sc, "", lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
+				switch {
+				case sc == "b" && lib == libUlule && n == 64:
+					x.Errors = 3
+				case sc == "c" && lib == libHTTPRate && n == 64:
+					x.OtherErrors = 2
+				}
 			}
 		}
 	}
@@ -61,7 +72,9 @@ func TestMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"## Targets",
 		"| Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s) |",
-		"| Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s | **50.00×**",
+		"| Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
+		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 50.0% | 3 |",
+		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 50.0% | 0 (+2 in other runs) |",
 		"| One caller p50 (a): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
 		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
@@ -114,5 +127,49 @@ func TestFormats(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestErrorsAreNoDecisions(t *testing.T) {
+	h := &harness{}
+	fails := errors.New("fails")
+	s := h.run(context.Background(), 2, 20*time.Millisecond, func(_ context.Context, _, i int) (bool, error) {
+		if i%2 == 1 {
+			return false, fails
+		}
+		return true, nil
+	}, nil)
+	if s.Decisions == 0 || s.Errors == 0 || s.Allowed != s.Decisions || s.Errors < s.Decisions-2 || s.Errors > s.Decisions+2 {
+		t.Errorf("run = %d decisions, %d allowed, %d errors; want half the calls as decisions, all allowed, and the other half as errors",
+			s.Decisions, s.Allowed, s.Errors)
+	}
+}
+
+func TestInTurns(t *testing.T) {
+	h := &harness{reps: 3}
+	var order []int
+	runs := map[int][]row{
+		0: {{Library: "x", sample: sample{Decisions: 10, Elapsed: time.Second}}, {Library: "x", sample: sample{Decisions: 30, Elapsed: time.Second, Errors: 1}},
+			{Library: "x", sample: sample{Decisions: 20, Elapsed: time.Second, Errors: 4}}},
+		1: {{Library: "y", sample: sample{Decisions: 5, Elapsed: time.Second}}, {Library: "y", sample: sample{Decisions: 5, Elapsed: time.Second}},
+			{Library: "y", sample: sample{Decisions: 5, Elapsed: time.Second}}},
+	}
+	rows, err := h.inTurns(2, func(i int) (row, error) {
+		order = append(order, i)
+		r := runs[i][0]
+		runs[i] = runs[i][1:]
+		return r, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := order, []int{0, 1, 0, 1, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("order = %v, want %v", got, want)
+	}
+	if x := rows[0]; x.Decisions != 20 || x.Errors != 4 || x.OtherErrors != 1 || !x.failed() {
+		t.Errorf("median of x = %d decisions, %d errors, %d in other runs; want 20, 4, 1", x.Decisions, x.Errors, x.OtherErrors)
+	}
+	if rows[1].failed() {
+		t.Errorf("y failed: %+v", rows[1])
 	}
 }

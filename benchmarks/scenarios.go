@@ -48,7 +48,11 @@ type row struct {
 	Library  string
 	Callers  int
 	sample
+	OtherErrors int64 // errors in the other runs of the same point
 }
+
+// failed reports whether a run of the point returned errors.
+func (x row) failed() bool { return x.Errors > 0 || x.OtherErrors > 0 }
 
 // memRow is Redis memory used by one library's keys.
 type memRow struct {
@@ -341,7 +345,7 @@ func logRow(r row) {
 	if r.Redis != nil {
 		extra = fmt.Sprintf(" rtt/dec %.2f cmd/dec %.2f", r.Redis.RoundTrips, r.Redis.Commands)
 	}
-	log.Printf("%s %-8s %-28s x%-2d %10.0f dec/s p50 %-9v p99 %-9v allowed %5.1f%% errors %d%s",
+	log.Printf("%s %-8s %-28s x%-2d %10.0f dec/s p50 %-9v p99 %-9v allowed %s errors %d%s",
 		r.Scenario, r.Case, r.Library, r.Callers, r.rate(), r.P50, r.P99,
-		100*float64(r.Allowed)/float64(r.Decisions), r.Errors, extra)
+		percent(r.Allowed, r.Decisions), r.Errors, extra)
 }
