@@ -115,6 +115,16 @@ type redisCost struct {
 	Commands   float64 // commands executed, those run by scripts included
 	RoundTrips float64 // commands and pipelines sent by the client
 	CPU        float64 // server CPU, user+sys, in microseconds
+	// CmdTime is the time Redis spent executing the commands the client
+	// sent, in microseconds: the scripts' time when scripts ran (it
+	// includes the commands they ran, which commandstats also lists on
+	// their own), else every command's.
+	CmdTime float64
+	// Script is the time of the script calls (EVAL, EVALSHA and their _RO
+	// forms, FCALL), in microseconds, and ScriptCalls their number.
+	Script, ScriptCalls float64
+	// Mix is the calls of each command, those run by scripts included.
+	Mix map[string]float64
 }
 
 // rate returns decisions per second.
@@ -173,7 +183,7 @@ func (h *harness) measure(ctx context.Context, callers int, rtt *rttCounter, o o
 	slices.Sort(all)
 	s.P50, s.P99 = all[len(all)/2], all[len(all)*99/100]
 	if rtt != nil {
-		cmds, err := h.commands(ctx)
+		stats, err := h.commandStats(ctx)
 		if err != nil {
 			return s, err
 		}
@@ -181,13 +191,38 @@ func (h *harness) measure(ctx context.Context, callers int, rtt *rttCounter, o o
 		if err != nil {
 			return s, err
 		}
-		s.Redis = &redisCost{
-			Commands:   float64(cmds) / n,
-			RoundTrips: float64(rtt1-rtt0) / n,
-			CPU:        (cpu1 - cpu0) * 1e6 / n,
-		}
+		s.Redis = costOf(stats, n)
+		s.Redis.RoundTrips = float64(rtt1-rtt0) / n
+		s.Redis.CPU = (cpu1 - cpu0) * 1e6 / n
 	}
 	return s, nil
+}
+
+// costOf returns Redis's command figures of n decisions from commandstats.
+func costOf(stats map[string]cmdStat, n float64) *redisCost {
+	c := &redisCost{Mix: map[string]float64{}}
+	var all float64
+	for name, st := range stats {
+		c.Commands += float64(st.Calls) / n
+		c.Mix[name] = float64(st.Calls) / n
+		all += float64(st.Usec) / n
+		if scriptCommands[name] {
+			c.Script += float64(st.Usec) / n
+			c.ScriptCalls += float64(st.Calls) / n
+		}
+	}
+	c.CmdTime = all
+	if c.ScriptCalls > 0 {
+		c.CmdTime = c.Script
+	}
+	return c
+}
+
+// scriptCommands are the commands that run a script, as commandstats names
+// them. Redis counts a script's time in its call and the commands it runs
+// under their own names as well.
+var scriptCommands = map[string]bool{
+	"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true,
 }
 
 // run calls o in callers goroutines, started together, for d, and appends
@@ -281,32 +316,51 @@ func forEach(n, workers int, f func(i int) error) error {
 	return firstErr
 }
 
-// commands returns the commands Redis executed since CONFIG RESETSTAT,
-// those run inside scripts included, leaving out the harness's INFO and
-// CONFIG calls.
-func (h *harness) commands(ctx context.Context) (int64, error) {
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct {
+	Calls int64 // calls=
+	Usec  int64 // usec=: time spent executing it, in microseconds
+}
+
+// commandStats returns the commands Redis executed since CONFIG RESETSTAT,
+// by name, those run inside scripts included, leaving out the harness's
+// INFO and CONFIG calls.
+func (h *harness) commandStats(ctx context.Context) (map[string]cmdStat, error) {
 	info, err := h.admin.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
+	return parseCommandStats(info)
+}
+
+// parseCommandStats parses INFO commandstats for commandStats.
+func parseCommandStats(info string) (map[string]cmdStat, error) {
+	stats := map[string]cmdStat{}
 	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") ||
-			strings.HasPrefix(name, "cmdstat_info") || strings.HasPrefix(name, "cmdstat_config") {
+		key, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(key, "cmdstat_")
+		if !ok || !isCmd || name == "info" || name == "config" || strings.HasPrefix(name, "config|") {
 			continue
 		}
+		var st cmdStat
 		for field := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("commandstats %q: %w", line, err)
-				}
-				total += n
+			k, v, _ := strings.Cut(field, "=")
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("commandstats %q: %w", line, err)
+			}
+			if k == "calls" {
+				st.Calls = n
+			} else {
+				st.Usec = n
 			}
 		}
+		stats[name] = st
 	}
-	return total, nil
+	return stats, nil
 }
 
 // cpu returns Redis's used_cpu_user + used_cpu_sys, in seconds.

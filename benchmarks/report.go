@@ -287,8 +287,8 @@ func (r *report) writeMarkdown(w io.Writer) error {
 
 // decisionTable writes the rows of one scenario of decisions.
 func (r *report) decisionTable(b *strings.Builder, scenario string, withCase bool) {
-	head := []string{"library", "callers", "decisions/s", "p50", "p99", "allocs/dec",
-		"Redis cmds/dec", "round trips/dec", "Redis CPU µs/dec", "allowed", "errors"}
+	head := []string{"library", "callers", "decisions/s", "p50", "p99", "allocs/dec", "Redis cmds/dec",
+		"round trips/dec", "Redis CPU µs/dec", "Redis cmd time µs/dec", "script µs/dec", "allowed", "errors"}
 	if withCase {
 		head = append([]string{"permits"}, head...)
 	}
@@ -308,7 +308,8 @@ func (r *report) decisionTable(b *strings.Builder, scenario string, withCase boo
 // requestTable writes scenario e.
 func (r *report) requestTable(b *strings.Builder) {
 	head := []string{"framework", "variant", "callers", "requests/s", "p50", "p99", "allocs/req",
-		"Redis cmds/req", "round trips/req", "Redis CPU µs/req", "Δ p50 vs bare", "Δ allocs vs bare", "errors"}
+		"Redis cmds/req", "round trips/req", "Redis CPU µs/req", "Redis cmd time µs/req", "script µs/req",
+		"Δ p50 vs bare", "Δ allocs vs bare", "errors"}
 	var lines [][]string
 	for _, x := range r.sorted("e") {
 		dp50, dallocs := "–", "–"
@@ -342,12 +343,18 @@ func errorCell(x row) string {
 	return s
 }
 
-// redisCells returns the Redis columns of a row, or dashes.
+// redisCells returns the Redis columns of a row, or dashes. The script
+// time is a dash for a library that ran no script.
 func redisCells(x row) []string {
 	if x.Redis == nil {
-		return []string{"–", "–", "–"}
+		return []string{"–", "–", "–", "–", "–"}
 	}
-	return []string{fixed(x.Redis.Commands, 2), fixed(x.Redis.RoundTrips, 2), fixed(x.Redis.CPU, 1)}
+	script := fixed(x.Redis.Script, 1)
+	if x.Redis.ScriptCalls == 0 && x.Redis.Commands > 0 {
+		script = "–"
+	}
+	return []string{fixed(x.Redis.Commands, 2), fixed(x.Redis.RoundTrips, 2), fixed(x.Redis.CPU, 1),
+		fixed(x.Redis.CmdTime, 1), script}
 }
 
 // table writes a Markdown table.

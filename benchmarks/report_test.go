@@ -25,7 +25,11 @@ func fakeReport() *report {
 	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) *row {
 		s := sample{Decisions: int64(rate), Allowed: int64(rate) / 2, Elapsed: time.Second, P50: p50, P99: 2 * p50, Allocs: allocs}
 		if redis {
-			s.Redis = &redisCost{Commands: 3, RoundTrips: 1, CPU: 12.5}
+			s.Redis = &redisCost{Commands: 3, RoundTrips: 1, CPU: 12.5, CmdTime: 8, Script: 8, ScriptCalls: 1,
+				Mix: map[string]float64{"evalsha": 1, "get": 1, "set": 0.001}}
+			if lib == libHTTPRate {
+				s.Redis.Script, s.Redis.ScriptCalls, s.Redis.CmdTime = 0, 0, 5
+			}
 		}
 		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
 		return &r.Rows[len(r.Rows)-1]
@@ -73,8 +77,10 @@ func TestMarkdown(t *testing.T) {
 		"## Targets",
 		"| Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s) |",
 		"| Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
-		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 50.0% | 3 |",
-		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 50.0% | 0 (+2 in other runs) |",
+		"| library | callers | decisions/s | p50 | p99 | allocs/dec | Redis cmds/dec | round trips/dec | " +
+			"Redis CPU µs/dec | Redis cmd time µs/dec | script µs/dec | allowed | errors |",
+		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
+		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
 		"| One caller p50 (a): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
 		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
@@ -82,7 +88,7 @@ func TestMarkdown(t *testing.T) {
 		"redlimit (memory core), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | not measured in this run",
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
-		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | +99.0 µs | +50.0 | 0 |",
+		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
 		"- a note",
 	} {
 		if !strings.Contains(md, want) {
@@ -127,6 +133,36 @@ func TestFormats(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestCommandStats(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=100,usec=2000,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hmget:calls=100,usec=300,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_zadd:calls=100,usec=400,usec_per_call=4.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=2,usec=90,usec_per_call=45.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=9,usec_per_call=9.00,rejected_calls=0,failed_calls=0\r\n"
+	stats, err := parseCommandStats(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(stats), 3; got != want {
+		t.Fatalf("parsed %d commands (%v), want %d: INFO and CONFIG are the harness's", got, stats, want)
+	}
+	if got, want := stats["evalsha"], (cmdStat{Calls: 100, Usec: 2000}); got != want {
+		t.Errorf("evalsha = %+v, want %+v", got, want)
+	}
+
+	// A script's time includes the commands it ran: they are not added again.
+	c := costOf(stats, 100)
+	if c.Commands != 3 || c.Script != 20 || c.ScriptCalls != 1 || c.CmdTime != 20 || c.Mix["zadd"] != 1 {
+		t.Errorf("costOf(scripted) = %+v, want 3 commands, 20 µs of script and command time, 1 script call", c)
+	}
+	// Without scripts, every command is the client's.
+	delete(stats, "evalsha")
+	if c := costOf(stats, 100); c.CmdTime != 7 || c.Script != 0 {
+		t.Errorf("costOf(no scripts) = %+v, want 7 µs of command time and no script time", c)
 	}
 }
 
