@@ -292,7 +292,8 @@ func (h *harness) runD(ctx context.Context, groups []bigGroup) ([]row, []memRow,
 }
 
 // bigGroup fills bigKey at permits per window with g.fill, measuring the
-// memory it takes, then measures each of g.measure on it.
+// memory it takes, then measures each of g.measure on it, in turns at each
+// number of callers.
 func (h *harness) bigGroup(ctx context.Context, permits int64, g bigGroup) ([]row, memRow, error) {
 	rdb, rtt := h.client()
 	defer rdb.Close()
@@ -323,18 +324,21 @@ func (h *harness) bigGroup(ctx context.Context, permits int64, g bigGroup) ([]ro
 	log.Printf("d fill %-28s %7d permits in %v, %.0f B (used_memory), %.0f B (MEMORY USAGE)",
 		g.fill.name, permits, took.Round(time.Millisecond), m.Used, m.Keys)
 	var rows []row
-	for i, lib := range g.measure {
-		for _, n := range callerCounts {
+	for _, n := range callerCounts {
+		rs, err := h.inTurns(len(g.measure), func(i int) (row, error) {
 			smp, err := h.measure(ctx, n, rtt, func(ctx context.Context, _, _ int) (bool, error) {
 				return cs[i].Decide(ctx, bigKey)
 			})
-			if err != nil {
-				return rows, m, err
+			r := row{Scenario: "d", Case: count(float64(permits)), Library: g.measure[i].name, Callers: n, sample: smp}
+			if err == nil {
+				logRow(r)
 			}
-			r := row{Scenario: "d", Case: count(float64(permits)), Library: lib.name, Callers: n, sample: smp}
-			logRow(r)
-			rows = append(rows, r)
+			return r, err
+		})
+		if err != nil {
+			return rows, m, err
 		}
+		rows = append(rows, rs...)
 	}
 	return rows, m, nil
 }
