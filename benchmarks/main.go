@@ -1,7 +1,7 @@
 // Command benchmarks measures redlimit against its peer libraries on a
 // redis-server of its own and writes results.md and chart.svg:
 //
-//	go run . [-duration 2s] [-warmup 250ms] [-out results]
+//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdef] [-out results]
 //
 // See README.md for the scenarios and the columns.
 package main
@@ -68,10 +68,10 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	hd := *h
 	hd.duration, hd.warmup = duration/4, warmup/2
 
-	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d), %s, redis-server %s. "+
+	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d, go-redis default PoolSize %d), %s, redis-server %s. "+
 		"Each run: %v warm-up, %v measured (scenario d: %v warm-up, %v measured); "+
 		"every timed figure is the median of %d runs, taken in turns with the other libraries.",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), defaultPoolSize(), cpuModel(),
 		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, reps)}
 	if newMemoryRedis == nil {
 		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
@@ -88,34 +88,27 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	return err
 }
 
-// measureAll runs every scenario, adding to rep as it goes.
+// measureAll runs the selected scenarios, adding to rep as it goes.
 func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
-	libsA := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
-	libsBC := []library{redlimitLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
-	rows, err := h.runABC(ctx, libsA, libsBC)
+	all := []library{redlimitLib, redlimitNoCoalesceLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	peers := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	rows, err := h.runScenarios(ctx, []scenario{
+		{"a", all, allowedPath, poolCases},
+		{"b", all, deniedPath, nil},
+		{"c", all, mixedPath, nil},
+		{"f", peers, newKeysPath, nil},
+	})
 	rep.Rows = append(rep.Rows, rows...)
 	if err != nil {
 		return err
 	}
-	if !wanted("a") {
-		return measureDE(ctx, h, hd, rep)
+	if wanted("a") {
+		mem, err := h.keyMemory(ctx, peers[:len(peers)-1])
+		rep.Memory = append(rep.Memory, mem...)
+		if err != nil {
+			return err
+		}
 	}
-	mem, err := h.keyMemory(ctx, libsA[:len(libsA)-1])
-	rep.Memory = append(rep.Memory, mem...)
-	if err != nil {
-		return err
-	}
-	return measureDE(ctx, h, hd, rep)
-}
-
-// selected holds the letters of the scenarios to run (-only).
-var selected string
-
-// wanted reports whether scenario id is to run.
-func wanted(id string) bool { return strings.Contains(selected, id) }
-
-// measureDE runs scenarios d and e, as selected.
-func measureDE(ctx context.Context, h, hd *harness, rep *report) error {
 	if wanted("d") {
 		rows, mem, err := hd.runD(ctx, []bigGroup{
 			{redlimitNoCacheLib, []library{redlimitNoCacheLib, redlimitLib}},
@@ -130,13 +123,21 @@ func measureDE(ctx context.Context, h, hd *harness, rep *report) error {
 			return err
 		}
 	}
-	if !wanted("e") {
-		return nil
+	if wanted("e") {
+		rows, err := h.runE(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return err
+		}
 	}
-	rows, err := h.runE(ctx)
-	rep.Rows = append(rep.Rows, rows...)
-	return err
+	return nil
 }
+
+// selected holds the letters of the scenarios to run (-only).
+var selected string
+
+// wanted reports whether scenario id is to run.
+func wanted(id string) bool { return strings.Contains(selected, id) }
 
 // write writes results.md and chart.svg into dir, and the report to stdout.
 func write(rep *report, dir string) error {

@@ -79,14 +79,14 @@ func (h *rttCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// client returns a fresh go-redis client for one run, with default options
-// (PoolSize 10 per GOMAXPROCS) and the round-trip counter. Every contender
-// of the run uses it.
-func (h *harness) client() (*redis.Client, *rttCounter) {
-	// The same options for every library: go-redis's defaults, and socket
-	// I/O that stops at a context's deadline, which the README asks for
-	// (only redlimit's middleware sets deadlines here).
-	rdb := redis.NewClient(&redis.Options{Addr: h.addr, ContextTimeoutEnabled: true})
+// client returns a fresh go-redis client for one run, with the round-trip
+// counter and a pool of poolSize connections (0: go-redis's default, 10
+// per GOMAXPROCS). Every contender of the run uses it.
+func (h *harness) client(poolSize int) (*redis.Client, *rttCounter) {
+	// The same options for every library: go-redis's defaults but for the
+	// pool, and socket I/O that stops at a context's deadline, which the
+	// README asks for (only redlimit's middleware sets deadlines here).
+	rdb := redis.NewClient(&redis.Options{Addr: h.addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
 	rtt := &rttCounter{}
 	rdb.AddHook(rtt)
 	return rdb, rtt

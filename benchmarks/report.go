@@ -18,6 +18,9 @@ const redissonBytesPerPermit = 120
 // peerNames are the peer libraries that the targets compare redlimit with.
 var peerNames = []string{libRedisRate, libUlule, libHTTPRate}
 
+// redlimitNames are redlimit as it ships and with a feature off.
+var redlimitNames = []string{libRedlimit, libRedlimitNoCoalesce, libRedlimitNoCache}
+
 // report is the outcome of a whole run.
 type report struct {
 	Env    string        // machine, versions and settings, one line
@@ -30,11 +33,11 @@ type report struct {
 // scenarioTitles describes each scenario in one line.
 var scenarioTitles = map[string]string{
 	"a": "allowed path: 10 000 keys, 1 000 000 permits per minute each",
-	"f": "new keys: every decision is the first of its key",
 	"b": "denied path: one used-up key, 10 permits per minute",
 	"c": "mixed: 80% on the allowed keys, 20% on the used-up key",
 	"d": "large rates: one key with a full window of N permits per minute (all denials)",
 	"e": "end to end: in-process GET / through each framework, bare and with the redlimit middleware",
+	"f": "new keys: every decision is the first of its key",
 }
 
 // find returns the measurement of scenario, case, library and callers.
@@ -75,26 +78,49 @@ func erred(xs ...row) string {
 	return "n/a (errors in " + strings.Join(libs, ", ") + ")"
 }
 
+// versusPeers compares each redlimit variant measured in scenario and case
+// at 64 callers with the fastest peer, in decisions/s.
+func (r *report) versusPeers(scenario, cs string) string {
+	peers := r.peers(scenario, cs, 64)
+	if len(peers) == 0 {
+		return "not measured"
+	}
+	if e := erred(peers...); e != "" {
+		return e
+	}
+	peer := peers[0]
+	var parts []string
+	for _, lib := range redlimitNames {
+		ours, ok := r.find(scenario, cs, lib, 64)
+		switch {
+		case !ok:
+			continue
+		case lib == libRedlimit && erred(ours) != "":
+			parts = append(parts, erred(ours))
+		case lib == libRedlimit:
+			parts = append(parts, fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peer.rate()),
+				lib, count(ours.rate()), peer.Library, count(peer.rate())))
+		case erred(ours) != "":
+			parts = append(parts, lib+": "+erred(ours))
+		default:
+			parts = append(parts, fmt.Sprintf("%s: %s (%s/s)", lib, ratio(ours.rate(), peer.rate()), count(ours.rate())))
+		}
+	}
+	return orMissing(strings.Join(parts, "; "))
+}
+
 // targets returns the ratios the project reports, as (what, figure) pairs.
 func (r *report) targets() [][]string {
 	var t [][]string
 	add := func(what, figure string) { t = append(t, []string{what, figure}) }
 	missing := "not measured"
 
-	for _, sc := range []struct{ id, what string }{
-		{"a", "Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s"},
-		{"b", "Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s"},
+	for _, sc := range []struct{ id, cs, what string }{
+		{"a", poolDefault, "Allowed path (a), 64 callers, default pool"},
+		{"a", poolCallers, "Allowed path (a), 64 callers, pool = callers"},
+		{"b", "", "Denied hot key (b), 64 callers, default pool"},
 	} {
-		ours, ok := r.find(sc.id, "", libRedlimit, 64)
-		peers := r.peers(sc.id, "", 64)
-		fig := missing
-		if ok && len(peers) > 0 {
-			if fig = erred(append(peers, ours)...); fig == "" {
-				fig = fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peers[0].rate()),
-					libRedlimit, count(ours.rate()), peers[0].Library, count(peers[0].rate()))
-			}
-		}
-		add(sc.what, fig)
+		add(sc.what+": redlimit ÷ fastest peer, decisions/s", r.versusPeers(sc.id, sc.cs))
 	}
 
 	var rtts []string
@@ -107,14 +133,14 @@ func (r *report) targets() [][]string {
 	add("Denied hot key (b): redlimit Redis round trips per denied request, by callers", orMissing(strings.Join(rtts, "; ")))
 
 	fig := missing
-	ours, ok1 := r.find("a", "", libRedlimit, 1)
-	floor, ok2 := r.find("a", "", libFloor, 1)
+	ours, ok1 := r.find("a", poolDefault, libRedlimit, 1)
+	floor, ok2 := r.find("a", poolDefault, libFloor, 1)
 	if ok1 && ok2 {
 		if fig = erred(ours, floor); fig == "" {
 			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
 		}
 	}
-	add("One caller p50 (a): redlimit ÷ floor", fig)
+	add("One caller p50 (a, default pool): redlimit ÷ floor", fig)
 
 	for _, lib := range r.librariesOf("d") {
 		fig := missing
@@ -160,7 +186,7 @@ func (r *report) overhead(fw, v string) string {
 			fixed(1e6/core.rate(), 2), fixed(float64(core.P50)/1e3, 2), fixed(core.Allocs, 1),
 			signed(mean-1e6/core.rate()), signed(float64(mw.P50-bare.P50-core.P50)/1e3), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
-	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis && !core.failed() {
+	if core, ok := r.find("a", poolDefault, libRedlimit, 1); ok && v == variantRedis && !core.failed() {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
 			fixed(1e6/core.rate(), 1), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
@@ -223,9 +249,14 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	b.WriteString("## Targets\n\n")
 	table(b, []string{"target", "figure"}, r.targets())
 
-	for _, id := range []string{"a", "b", "c"} {
+	fmt.Fprintf(b, "## Scenario a: %s\n\n", scenarioTitles["a"])
+	b.WriteString("go-redis pool: *default* is go-redis's PoolSize, 10 per GOMAXPROCS; *= callers* is a PoolSize " +
+		"equal to the number of callers, measured only where the callers outnumber the default pool.\n\n")
+	r.decisionTable(b, "a", "go-redis pool")
+	for _, id := range []string{"b", "c"} {
 		fmt.Fprintf(b, "## Scenario %s: %s\n\n", id, scenarioTitles[id])
-		r.decisionTable(b, id, false)
+		b.WriteString("go-redis's default pool.\n\n")
+		r.decisionTable(b, id, "")
 	}
 	b.WriteString("### Redis memory per key (a): after one decision on each of 10 000 keys\n\n")
 	var mem [][]string
@@ -237,7 +268,7 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	table(b, []string{"library", "bytes per key (used_memory delta)", "bytes per key (MEMORY USAGE)"}, mem)
 
 	fmt.Fprintf(b, "## Scenario d: %s\n\n", scenarioTitles["d"])
-	r.decisionTable(b, "d", true)
+	r.decisionTable(b, "d", "permits")
 	b.WriteString("### p50 at 100 000 permits ÷ p50 at 10 permits (d)\n\n")
 	var ratios [][]string
 	for _, lib := range r.librariesOf("d") {
@@ -285,19 +316,21 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	return err
 }
 
-// decisionTable writes the rows of one scenario of decisions.
-func (r *report) decisionTable(b *strings.Builder, scenario string, withCase bool) {
+// decisionTable writes the rows of one scenario of decisions, with their
+// case in a first column named caseHead unless it is "".
+func (r *report) decisionTable(b *strings.Builder, scenario, caseHead string) {
 	head := []string{"library", "callers", "decisions/s", "p50", "p99", "allocs/dec", "Redis cmds/dec",
 		"round trips/dec", "Redis CPU µs/dec", "Redis cmd time µs/dec", "script µs/dec", "allowed", "errors"}
-	if withCase {
-		head = append([]string{"permits"}, head...)
+	if caseHead != "" {
+		head = append([]string{caseHead}, head...)
 	}
 	var lines [][]string
 	for _, x := range r.sorted(scenario) {
-		line := append([]string{x.Library, strconv.Itoa(x.Callers)}, clientCells(x)...)
+		line := []string{x.Library, strconv.Itoa(x.Callers)}
+		line = append(line, clientCells(x)...)
 		line = append(line, redisCells(x)...)
 		line = append(line, percent(x.Allowed, x.Decisions), errorCell(x))
-		if withCase {
+		if caseHead != "" {
 			line = append([]string{x.Case}, line...)
 		}
 		lines = append(lines, line)
@@ -333,16 +366,6 @@ func clientCells(x row) []string {
 	return []string{count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
 }
 
-// errorCell is the errors of the reported run, and those of the point's
-// other runs.
-func errorCell(x row) string {
-	s := strconv.FormatInt(x.Errors, 10)
-	if x.OtherErrors > 0 {
-		s += fmt.Sprintf(" (+%d in other runs)", x.OtherErrors)
-	}
-	return s
-}
-
 // redisCells returns the Redis columns of a row, or dashes. The script
 // time is a dash for a library that ran no script.
 func redisCells(x row) []string {
@@ -355,6 +378,16 @@ func redisCells(x row) []string {
 	}
 	return []string{fixed(x.Redis.Commands, 2), fixed(x.Redis.RoundTrips, 2), fixed(x.Redis.CPU, 1),
 		fixed(x.Redis.CmdTime, 1), script}
+}
+
+// errorCell is the errors of the reported run, and those of the point's
+// other runs.
+func errorCell(x row) string {
+	s := strconv.FormatInt(x.Errors, 10)
+	if x.OtherErrors > 0 {
+		s += fmt.Sprintf(" (+%d in other runs)", x.OtherErrors)
+	}
+	return s
 }
 
 // table writes a Markdown table.

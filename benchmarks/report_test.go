@@ -12,14 +12,13 @@ import (
 	"time"
 )
 
-// fakeReport has one row per library and callers for scenarios a to e, at
-// known rates, and no Redis behind it. In b, ulule/limiter's run at 64
-// callers returned errors; in c, other runs of httprate-redis at 64 callers
-// did.
+// fakeReport has rows for every scenario at known rates and Redis costs,
+// and no Redis behind it. In c, ulule/limiter's run at 64 callers returned
+// errors, and other runs of httprate-redis at 64 callers did.
 func fakeReport() *report {
 	r := &report{Env: "test machine", Total: time.Minute}
 	rates := map[string]float64{
-		libRedlimit: 20_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
+		libRedlimit: 20_000, libRedlimitNoCoalesce: 12_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
 		libUlule: 30_000, libHTTPRate: 8_000, libFloor: 50_000,
 	}
 	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) *row {
@@ -34,19 +33,26 @@ func fakeReport() *report {
 		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
 		return &r.Rows[len(r.Rows)-1]
 	}
-	for _, sc := range []string{"a", "b", "c"} {
+	for _, sc := range []string{"a", "b", "c", "f"} {
 		for lib, rate := range rates {
+			cs := ""
+			if sc == "a" {
+				cs = poolDefault
+			}
 			for _, n := range callerCounts {
 				if sc == "b" && lib == libRedlimit {
 					rate = 2_000_000
 				}
-				x := add(sc, "", lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
+				x := add(sc, cs, lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
 				switch {
-				case sc == "b" && lib == libUlule && n == 64:
+				case sc == "c" && lib == libUlule && n == 64:
 					x.Errors = 3
 				case sc == "c" && lib == libHTTPRate && n == 64:
 					x.OtherErrors = 2
 				}
+			}
+			if sc == "a" {
+				add(sc, poolCallers, lib, 64, rate+10_000, time.Millisecond, 20, true)
 			}
 		}
 	}
@@ -75,17 +81,22 @@ func TestMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"## Targets",
-		"| Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s) |",
-		"| Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
-		"| library | callers | decisions/s | p50 | p99 | allocs/dec | Redis cmds/dec | round trips/dec | " +
-			"Redis CPU µs/dec | Redis cmd time µs/dec | script µs/dec | allowed | errors |",
-		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
-		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
-		"| One caller p50 (a): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
+		"| Allowed path (a), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s); " +
+			"redlimit (no coalescing): 0.30× (12 000/s); redlimit (no denial cache): 0.38× (15 000/s) |",
+		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** (redlimit 30 000/s vs redis_rate 50 000/s);",
+		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×**",
+		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
 		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
 		"beyond the core decision (a, 1 caller: 50.0 µs mean, 20.0 allocs): +49.0 µs, +30.0 allocs",
 		"redlimit (memory core), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | not measured in this run",
+		"| go-redis pool | library | callers | decisions/s | p50 | p99 | allocs/dec | Redis cmds/dec | round trips/dec | " +
+			"Redis CPU µs/dec | Redis cmd time µs/dec | script µs/dec | allowed | errors |",
+		"| default | redlimit (no coalescing) | 64 | 12 000 | 5333.3 µs | 10666.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 0 |",
+		"| = callers | redis_rate | 64 | 50 000 | 1000.0 µs | 2000.0 µs | 20.0 |",
+		"## Scenario c: mixed",
+		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
+		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
 		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
@@ -117,10 +128,14 @@ func TestSVG(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"<svg ", "a: allowed path", "b: denied hot key", "c: mixed 80/20",
-		">redlimit</text>", ">redlimit (no denial cache)</text>", ">floor</text>", ">2M</text>", ">40k</text>", ">10k</text>"} {
+		">redlimit</text>", ">redlimit (no coalescing)</text>", ">redlimit (no denial cache)</text>", ">floor</text>",
+		">2M</text>", ">40k</text>", ">10k</text>"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}
+	}
+	if strings.Contains(svg, ">60k</text>") { // the floor with pool = callers in a is not charted
+		t.Error("SVG charts scenario a with pool = callers")
 	}
 }
 
