@@ -1,7 +1,7 @@
 // Command benchmarks measures redlimit against its peer libraries on a
 // redis-server of its own and writes results.md and chart.svg:
 //
-//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdef] [-out results]
+//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdefg] [-out results]
 //
 // See README.md for the scenarios and the columns.
 package main
@@ -31,7 +31,7 @@ func main() {
 	reps := flag.Int("reps", 3, "runs of each measurement: the median run is reported")
 	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run (scenario d: half of it)")
 	out := flag.String("out", "results", "directory of results.md and chart.svg")
-	only := flag.String("only", "abcdef", "the scenarios to run, by letter")
+	only := flag.String("only", "abcdefg", "the scenarios to run, by letter")
 	flag.Parse()
 	selected = *only
 	if *duration <= 0 || *warmup <= 0 || *reps <= 0 {
@@ -92,11 +92,13 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
 	all := []library{redlimitLib, redlimitNoCoalesceLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
 	peers := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	oneKey := []library{redlimitLib, redlimitNoCoalesceLib, redisRateLib, ululeLib, httprateLib, floorLib}
 	rows, err := h.runScenarios(ctx, []scenario{
 		{"a", all, allowedPath, poolCases},
 		{"b", all, deniedPath, nil},
 		{"c", all, mixedPath, nil},
 		{"f", peers, newKeysPath, nil},
+		{"g", oneKey, globalPath, nil},
 	})
 	rep.Rows = append(rep.Rows, rows...)
 	if err != nil {

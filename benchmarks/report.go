@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -20,6 +21,10 @@ var peerNames = []string{libRedisRate, libUlule, libHTTPRate}
 
 // redlimitNames are redlimit as it ships and with a feature off.
 var redlimitNames = []string{libRedlimit, libRedlimitNoCoalesce, libRedlimitNoCache}
+
+// libraryNames are the libraries of scenarios a to g, in the order the
+// targets list them.
+var libraryNames = slices.Concat(redlimitNames, peerNames, []string{libFloor})
 
 // report is the outcome of a whole run.
 type report struct {
@@ -38,6 +43,7 @@ var scenarioTitles = map[string]string{
 	"d": "large rates: one key with a full window of N permits per minute (all denials)",
 	"e": "end to end: in-process GET / through each framework, bare and with the redlimit middleware",
 	"f": "new keys: every decision is the first of its key",
+	"g": "hot key, allowed: one key at 1 000 000 000 permits per minute, hit by every caller",
 }
 
 // find returns the measurement of scenario, case, library and callers.
@@ -109,6 +115,31 @@ func (r *report) versusPeers(scenario, cs string) string {
 	return orMissing(strings.Join(parts, "; "))
 }
 
+// capacity lists, for each library of scenario and case at 64 callers, the
+// decisions per second one Redis core could serve: 1e6 ÷ Redis CPU µs per
+// decision.
+func (r *report) capacity(scenario, cs string) string {
+	var parts []string
+	for _, lib := range libraryNames {
+		x, ok := r.find(scenario, cs, lib, 64)
+		if !ok {
+			continue
+		}
+		v := erred(x)
+		switch {
+		case v != "":
+		case x.Redis == nil || x.Redis.CPU <= 0:
+			v = "–"
+		case lib == libRedlimit:
+			v = "**" + count(1e6/x.Redis.CPU) + "**"
+		default:
+			v = count(1e6 / x.Redis.CPU)
+		}
+		parts = append(parts, lib+" "+v)
+	}
+	return orMissing(strings.Join(parts, "; "))
+}
+
 // targets returns the ratios the project reports, as (what, figure) pairs.
 func (r *report) targets() [][]string {
 	var t [][]string
@@ -119,6 +150,8 @@ func (r *report) targets() [][]string {
 		{"a", poolDefault, "Allowed path (a), 64 callers, default pool"},
 		{"a", poolCallers, "Allowed path (a), 64 callers, pool = callers"},
 		{"b", "", "Denied hot key (b), 64 callers, default pool"},
+		{"f", "", "New keys (f), 64 callers, default pool"},
+		{"g", "", "Hot key allowed (g), 64 callers, default pool"},
 	} {
 		add(sc.what+": redlimit ÷ fastest peer, decisions/s", r.versusPeers(sc.id, sc.cs))
 	}
@@ -133,7 +166,27 @@ func (r *report) targets() [][]string {
 	add("Denied hot key (b): redlimit Redis round trips per denied request, by callers", orMissing(strings.Join(rtts, "; ")))
 
 	fig := missing
-	ours, ok1 := r.find("a", poolDefault, libRedlimit, 1)
+	ours, ok1 := r.find("g", "", libRedlimit, 64)
+	peer, ok2 := r.find("g", "", libRedisRate, 64)
+	if ok1 && ok2 && ours.Redis != nil && peer.Redis != nil {
+		fig = erred(ours, peer)
+		if fig == "" {
+			fig = fmt.Sprintf("**%s** (%s µs vs %s µs)", ratio(ours.Redis.Script, peer.Redis.Script),
+				fixed(ours.Redis.Script, 2), fixed(peer.Redis.Script, 2))
+		}
+	}
+	add("Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×)", fig)
+
+	for _, c := range []struct{ id, cs, what string }{
+		{"a", poolDefault, "many keys (a, 64 callers, default pool)"},
+		{"a", poolCallers, "many keys (a, 64 callers, pool = callers)"},
+		{"g", "", "hot key (g, 64 callers, default pool)"},
+	} {
+		add("Redis capacity, "+c.what+": decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec)", r.capacity(c.id, c.cs))
+	}
+
+	fig = missing
+	ours, ok1 = r.find("a", poolDefault, libRedlimit, 1)
 	floor, ok2 := r.find("a", poolDefault, libFloor, 1)
 	if ok1 && ok2 {
 		if fig = erred(ours, floor); fig == "" {
@@ -253,11 +306,24 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	b.WriteString("go-redis pool: *default* is go-redis's PoolSize, 10 per GOMAXPROCS; *= callers* is a PoolSize " +
 		"equal to the number of callers, measured only where the callers outnumber the default pool.\n\n")
 	r.decisionTable(b, "a", "go-redis pool")
-	for _, id := range []string{"b", "c"} {
+	for _, id := range []string{"b", "c", "f", "g"} {
 		fmt.Fprintf(b, "## Scenario %s: %s\n\n", id, scenarioTitles[id])
 		b.WriteString("go-redis's default pool.\n\n")
 		r.decisionTable(b, id, "")
 	}
+	b.WriteString("## Redis commands per redlimit decision (a, b, f, g)\n\n" +
+		"Calls of each command per decision at 64 callers, from INFO commandstats: the script call, " +
+		"then the commands it ran (none: every decision was answered without Redis).\n\n")
+	var mix [][]string
+	for _, id := range []string{"a", "b", "f", "g"} {
+		for _, x := range r.sorted(id) {
+			if slices.Contains(redlimitNames, x.Library) && x.Callers == 64 && (x.Case == "" || x.Case == poolDefault) {
+				mix = append(mix, []string{id, x.Library, strconv.Itoa(x.Callers), commandMix(x)})
+			}
+		}
+	}
+	table(b, []string{"scenario", "library", "callers", "commands per decision"}, mix)
+
 	b.WriteString("### Redis memory per key (a): after one decision on each of 10 000 keys\n\n")
 	var mem [][]string
 	for _, m := range r.Memory {
@@ -355,6 +421,37 @@ func (r *report) requestTable(b *strings.Builder) {
 		lines = append(lines, append(line, dp50, dallocs, errorCell(x)))
 	}
 	table(b, head, lines)
+}
+
+// commandMix lists the calls of each command per decision of x: script
+// calls first, then the most called.
+func commandMix(x row) string {
+	if x.Redis == nil || x.Decisions == 0 {
+		return "–"
+	}
+	names := slices.Collect(maps.Keys(x.Redis.Mix))
+	slices.SortFunc(names, func(a, b string) int {
+		if sa, sb := scriptCommands[a], scriptCommands[b]; sa != sb {
+			if sa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(x.Redis.Mix[b], x.Redis.Mix[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		v := x.Redis.Mix[n]
+		f := fixed(v, 2)
+		if v < 0.01 {
+			f = strconv.FormatFloat(v, 'g', 2, 64)
+		}
+		parts[i] = strings.ToUpper(n) + " " + f
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // clientCells returns decisions/s, p50, p99 and allocations per decision,

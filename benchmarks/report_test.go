@@ -13,8 +13,8 @@ import (
 )
 
 // fakeReport has rows for every scenario at known rates and Redis costs,
-// and no Redis behind it. In c, ulule/limiter's run at 64 callers returned
-// errors, and other runs of httprate-redis at 64 callers did.
+// and no Redis behind it. In g, ulule/limiter's run at 64 callers returned
+// errors; in f, other runs of httprate-redis at 64 callers did.
 func fakeReport() *report {
 	r := &report{Env: "test machine", Total: time.Minute}
 	rates := map[string]float64{
@@ -33,7 +33,7 @@ func fakeReport() *report {
 		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
 		return &r.Rows[len(r.Rows)-1]
 	}
-	for _, sc := range []string{"a", "b", "c", "f"} {
+	for _, sc := range []string{"a", "b", "c", "f", "g"} {
 		for lib, rate := range rates {
 			cs := ""
 			if sc == "a" {
@@ -45,9 +45,11 @@ func fakeReport() *report {
 				}
 				x := add(sc, cs, lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
 				switch {
-				case sc == "c" && lib == libUlule && n == 64:
+				case sc == "g" && lib == libRedlimit:
+					x.Redis.Script = 6
+				case sc == "g" && lib == libUlule && n == 64:
 					x.Errors = 3
-				case sc == "c" && lib == libHTTPRate && n == 64:
+				case sc == "f" && lib == libHTTPRate && n == 64:
 					x.OtherErrors = 2
 				}
 			}
@@ -85,6 +87,14 @@ func TestMarkdown(t *testing.T) {
 			"redlimit (no coalescing): 0.30× (12 000/s); redlimit (no denial cache): 0.38× (15 000/s) |",
 		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** (redlimit 30 000/s vs redis_rate 50 000/s);",
 		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×**",
+		"| New keys (f), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in httprate-redis) |",
+		"| Hot key allowed (g), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
+		"| Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×) | **0.75×** (6.00 µs vs 8.00 µs) |",
+		"| Redis capacity, many keys (a, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | " +
+			"redlimit **80 000**; redlimit (no coalescing) 80 000; redlimit (no denial cache) 80 000; redis_rate 80 000; " +
+			"ulule/limiter 80 000; httprate-redis 80 000; floor 80 000 |",
+		"| Redis capacity, hot key (g, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | ",
+		"ulule/limiter n/a (errors in ulule/limiter)",
 		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
 		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
@@ -94,9 +104,12 @@ func TestMarkdown(t *testing.T) {
 			"Redis CPU µs/dec | Redis cmd time µs/dec | script µs/dec | allowed | errors |",
 		"| default | redlimit (no coalescing) | 64 | 12 000 | 5333.3 µs | 10666.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 0 |",
 		"| = callers | redis_rate | 64 | 50 000 | 1000.0 µs | 2000.0 µs | 20.0 |",
-		"## Scenario c: mixed",
+		"## Scenario f: new keys",
 		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
+		"## Scenario g: hot key, allowed",
 		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
+		"| a | redlimit | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
+		"| g | redlimit (no coalescing) | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
 		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",

@@ -13,11 +13,13 @@ import (
 
 // Workload parameters.
 const (
-	allowedKeys  = 10_000    // distinct keys of the allowed path
-	allowedLimit = 1_000_000 // permits per window on them: never reached
-	hotKey       = "hot"     // the one key of the denied path
-	hotLimit     = 10        // permits per window on it, used up before measuring
-	bigKey       = "big"     // the one key of scenario d
+	allowedKeys  = 10_000        // distinct keys of the allowed path
+	allowedLimit = 1_000_000     // permits per window on them: never reached
+	hotKey       = "hot"         // the one key of the denied path
+	hotLimit     = 10            // permits per window on it, used up before measuring
+	bigKey       = "big"         // the one key of scenario d
+	globalKey    = "global"      // the one key of scenario g
+	globalLimit  = 1_000_000_000 // permits per window on it: never reached
 )
 
 // Cases of scenario a: go-redis's connection pool.
@@ -190,6 +192,20 @@ func mixedPath(lib library) setup {
 				return hc.Decide(ctx, hotKey)
 			}
 			return ac.Decide(ctx, keyOf(w, callers, i))
+		}, nil
+	}
+}
+
+// globalPath is scenario g: every decision on one key whose limit is never
+// reached, as one global limit hit by every request.
+func globalPath(lib library) setup {
+	return func(_ context.Context, rdb *redis.Client, _ int) (op, error) {
+		c, err := lib.new(rdb, globalLimit)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, _, _ int) (bool, error) {
+			return c.Decide(ctx, globalKey)
 		}, nil
 	}
 }
