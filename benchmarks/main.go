@@ -1,7 +1,7 @@
 // Command benchmarks measures redlimit against its peer libraries on a
 // redis-server of its own and writes results.md and chart.svg:
 //
-//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdefg] [-out results]
+//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdefgs] [-out results]
 //
 // See README.md for the scenarios and the columns.
 package main
@@ -27,11 +27,11 @@ import (
 )
 
 func main() {
-	duration := flag.Duration("duration", time.Second, "measured time of each run (scenario d: a quarter of it)")
+	duration := flag.Duration("duration", time.Second, "measured time of each run (scenario d: a quarter of it; s: at most 300ms)")
 	reps := flag.Int("reps", 3, "runs of each measurement: the median run is reported")
-	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run (scenario d: half of it)")
+	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run (scenario d: half of it; s: at most 100ms)")
 	out := flag.String("out", "results", "directory of results.md and chart.svg")
-	only := flag.String("only", "abcdefg", "the scenarios to run, by letter")
+	only := flag.String("only", "abcdefgs", "the scenarios to run, by letter (s: the cost of a script call)")
 	flag.Parse()
 	selected = *only
 	if *duration <= 0 || *warmup <= 0 || *reps <= 0 {
@@ -67,19 +67,23 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	// within about 12 minutes at 1 s. Its denials need little warm-up.
 	hd := *h
 	hd.duration, hd.warmup = duration/4, warmup/2
+	// Scenario s reads a per-call average over tens of thousands of calls:
+	// a short run is enough.
+	hs := *h
+	hs.duration, hs.warmup = min(duration, scriptRun), min(warmup, scriptWarmup)
 
 	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d, go-redis default PoolSize %d), %s, redis-server %s. "+
-		"Each run: %v warm-up, %v measured (scenario d: %v warm-up, %v measured); "+
+		"Each run: %v warm-up, %v measured (scenario d: %v and %v; s: %v and %v); "+
 		"every timed figure is the median of %d runs, taken in turns with the other libraries.",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), defaultPoolSize(), cpuModel(),
-		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, reps)}
+		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, hs.warmup, hs.duration, reps)}
 	if newMemoryRedis == nil {
 		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
 			"was not present when this binary was built (see memcore.go).")
 	}
 
 	load := loadAverage()
-	err = measureAll(ctx, h, &hd, rep)
+	err = measureAll(ctx, h, &hd, &hs, rep)
 	rep.Total = time.Since(start)
 	rep.Env += fmt.Sprintf(" 1-minute load average: %s at the start, %s at the end.", load, loadAverage())
 	if werr := write(rep, out); werr != nil {
@@ -89,7 +93,7 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 }
 
 // measureAll runs the selected scenarios, adding to rep as it goes.
-func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
+func measureAll(ctx context.Context, h, hd, hs *harness, rep *report) error {
 	all := []library{redlimitLib, redlimitNoCoalesceLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
 	peers := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
 	oneKey := []library{redlimitLib, redlimitNoCoalesceLib, redisRateLib, ululeLib, httprateLib, floorLib}
@@ -127,6 +131,13 @@ func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
 	}
 	if wanted("e") {
 		rows, err := h.runE(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return err
+		}
+	}
+	if wanted("s") {
+		rows, err := hs.runS(ctx)
 		rep.Rows = append(rep.Rows, rows...)
 		if err != nil {
 			return err

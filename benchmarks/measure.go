@@ -51,11 +51,12 @@ func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error
 	return rows, nil
 }
 
-// medianRun returns the measurement with the median decisions/s of rs,
-// which are the repetitions of one point.
+// medianRun returns the median measurement of rs, which are the
+// repetitions of one point: by decisions/s, or in scenario s by Redis's
+// time per script call.
 func medianRun(rs []row) row {
 	sorted := slices.Clone(rs)
-	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rate(), b.rate()) })
+	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rank(), b.rank()) })
 	return sorted[len(sorted)/2]
 }
 

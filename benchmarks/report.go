@@ -44,6 +44,7 @@ var scenarioTitles = map[string]string{
 	"e": "end to end: in-process GET / through each framework, bare and with the redlimit middleware",
 	"f": "new keys: every decision is the first of its key",
 	"g": "hot key, allowed: one key at 1 000 000 000 permits per minute, hit by every caller",
+	"s": "Redis time per script call (µs)",
 }
 
 // find returns the measurement of scenario, case, library and callers.
@@ -140,6 +141,23 @@ func (r *report) capacity(scenario, cs string) string {
 	return orMissing(strings.Join(parts, "; "))
 }
 
+// scriptRatio is a's Redis time per script call ÷ b's, in scenario s, with
+// what each costs beyond "return 1" called the same way.
+func (r *report) scriptRatio(a, b row) string {
+	if e := erred(a, b); e != "" {
+		return e
+	}
+	s := fmt.Sprintf("**%s** (%s µs vs %s µs", ratio(a.perScriptCall(), b.perScriptCall()),
+		fixed(a.perScriptCall(), 2), fixed(b.perScriptCall(), 2))
+	oneA, okA := r.returnOne(a.Case)
+	oneB, okB := r.returnOne(b.Case)
+	if okA && okB && erred(oneA, oneB) == "" {
+		s += fmt.Sprintf("; beyond return 1 called the same way: %s µs vs %s µs",
+			fixed(a.perScriptCall()-oneA.perScriptCall(), 2), fixed(b.perScriptCall()-oneB.perScriptCall(), 2))
+	}
+	return s + ")"
+}
+
 // targets returns the ratios the project reports, as (what, figure) pairs.
 func (r *report) targets() [][]string {
 	var t [][]string
@@ -183,6 +201,23 @@ func (r *report) targets() [][]string {
 		{"g", "", "hot key (g, 64 callers, default pool)"},
 	} {
 		add("Redis capacity, "+c.what+": decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec)", r.capacity(c.id, c.cs))
+	}
+
+	acquire, ok1 := r.find("s", caseLibrary, libRedlimit, scriptCallers)
+	for _, c := range []struct {
+		what string
+		cs   string
+		lib  string
+		n    int
+	}{
+		{"the straight-line script (target ≤ 1.10×)", casePipelines, scriptStraight, scriptPipeliners},
+		{"redis_rate's script (target ≤ 1.50×)", caseLibrary, libRedisRate, scriptCallers},
+	} {
+		fig := missing
+		if other, ok2 := r.find("s", c.cs, c.lib, c.n); ok1 && ok2 {
+			fig = r.scriptRatio(acquire, other)
+		}
+		add("Script cost (s): redlimit's acquire ÷ "+c.what+", Redis µs per call", fig)
 	}
 
 	fig = missing
@@ -371,6 +406,17 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(b, "## Scenario e: %s\n\n", scenarioTitles["e"])
 	r.requestTable(b)
 
+	fmt.Fprintf(b, "## Scenario s: %s\n\n", scenarioTitles["s"])
+	b.WriteString("Redis's own time per script call: usec ÷ calls of EVALSHA in INFO commandstats after CONFIG RESETSTAT, " +
+		"over 4 096 limiters far below their limits. *return 1* and the *straight-line* script " +
+		"(`lua/straightline.lua`: Redisson's layout work for one grant, HMGET, TIME, ZRANGEBYSCORE, INCRBY, PTTL, ZADD, " +
+		"no branches) are called directly, in pipelines of 32 EVALSHA from 4 goroutines, on config hashes and counters " +
+		"created first. The others are called through their library, one decision per call, from 64 goroutines over " +
+		"4 096 keys each decided once before: redlimit with coalescing on (its concurrent calls go as pipelines), " +
+		"the floor being *return 1* called that way. Redis's time per call depends on how the calls arrive " +
+		"(compare the two *return 1* rows); *beyond return 1* subtracts the floor called the same way.\n\n")
+	r.scriptTable(b)
+
 	if len(r.Notes) > 0 {
 		b.WriteString("## Notes\n\n")
 		for _, n := range r.Notes {
@@ -421,6 +467,43 @@ func (r *report) requestTable(b *strings.Builder) {
 		lines = append(lines, append(line, dp50, dallocs, errorCell(x)))
 	}
 	table(b, head, lines)
+}
+
+// scriptTable writes scenario s.
+func (r *report) scriptTable(b *strings.Builder) {
+	head := []string{"script", "called", "calls measured", "Redis µs per call", "beyond return 1, same calling",
+		"÷ straight-line", "Redis CPU µs per call", "errors"}
+	straight, okS := r.find("s", casePipelines, scriptStraight, scriptPipeliners)
+	var lines [][]string
+	for _, x := range r.sorted("s") {
+		calls, per, cpu, beyond, versus := "–", "–", "–", "–", "–"
+		if x.Redis != nil && x.Redis.ScriptCalls > 0 {
+			calls = count(x.Redis.ScriptCalls * float64(x.Decisions))
+			per = fixed(x.perScriptCall(), 2)
+			cpu = fixed(x.Redis.CPU/x.Redis.ScriptCalls, 2)
+			if one, ok := r.returnOne(x.Case); ok && erred(x, one) == "" {
+				beyond = signed2(x.perScriptCall() - one.perScriptCall())
+			}
+			if okS && erred(x, straight) == "" {
+				versus = ratio(x.perScriptCall(), straight.perScriptCall())
+			}
+		}
+		name := x.Library
+		if x.Library == libRedlimit {
+			name = "redlimit's acquire"
+		}
+		lines = append(lines, []string{name, x.Case, calls, per, beyond, versus, cpu, errorCell(x)})
+	}
+	table(b, head, lines)
+}
+
+// returnOne returns the "return 1" script called as in case cs of
+// scenario s: the floor of a script call made that way.
+func (r *report) returnOne(cs string) (row, bool) {
+	if cs == casePipelines {
+		return r.find("s", cs, scriptReturnOne, scriptPipeliners)
+	}
+	return r.find("s", cs, libFloor, scriptCallers)
 }
 
 // commandMix lists the calls of each command per decision of x: script
@@ -530,6 +613,15 @@ func fixed(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec
 // signed formats v with one decimal and its sign.
 func signed(v float64) string {
 	s := fixed(v, 1)
+	if !strings.HasPrefix(s, "-") {
+		s = "+" + s
+	}
+	return s
+}
+
+// signed2 formats v with two decimals and its sign.
+func signed2(v float64) string {
+	s := fixed(v, 2)
 	if !strings.HasPrefix(s, "-") {
 		s = "+" + s
 	}

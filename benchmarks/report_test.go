@@ -67,6 +67,15 @@ func fakeReport() *report {
 		add("e", fw.name, variantBare, 1, 1_000_000, time.Microsecond, 10, false)
 		add("e", fw.name, variantRedis, 1, 10_000, 100*time.Microsecond, 60, true)
 	}
+	script := func(cs, lib string, callers int, perCall, calls float64) {
+		x := add("s", cs, lib, callers, 1000, time.Millisecond, 0, true)
+		x.Redis.Script, x.Redis.ScriptCalls, x.Redis.CPU = perCall*calls, calls, 3*calls
+	}
+	script(casePipelines, scriptReturnOne, scriptPipeliners, 2, 32)
+	script(casePipelines, scriptStraight, scriptPipeliners, 10, 32)
+	script(caseLibrary, libRedlimit, scriptCallers, 12, 1)
+	script(caseLibrary, libRedisRate, scriptCallers, 9, 1)
+	script(caseLibrary, libFloor, scriptCallers, 4, 1)
 	r.Memory = []memRow{
 		{Scenario: "a", Library: libRedlimit, Units: allowedKeys, Used: 4_480_000, Keys: 4_400_000},
 		{Scenario: "d", Library: libRedlimitNoCache, Units: 100_000, Used: 13_000_000, Keys: 12_000_000},
@@ -95,6 +104,9 @@ func TestMarkdown(t *testing.T) {
 			"ulule/limiter 80 000; httprate-redis 80 000; floor 80 000 |",
 		"| Redis capacity, hot key (g, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | ",
 		"ulule/limiter n/a (errors in ulule/limiter)",
+		"| Script cost (s): redlimit's acquire ÷ the straight-line script (target ≤ 1.10×), Redis µs per call | " +
+			"**1.20×** (12.00 µs vs 10.00 µs; beyond return 1 called the same way: 8.00 µs vs 8.00 µs) |",
+		"| Script cost (s): redlimit's acquire ÷ redis_rate's script (target ≤ 1.50×), Redis µs per call | **1.33×** (12.00 µs vs 9.00 µs;",
 		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
 		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
@@ -113,6 +125,10 @@ func TestMarkdown(t *testing.T) {
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
 		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
+		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 2.00 | +0.00 | 0.20× | 3.00 | 0 |",
+		"| straight-line (Redisson layout) | pipelines of 32 EVALSHA | 32 000 | 10.00 | +8.00 | 1.00× | 3.00 | 0 |",
+		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 12.00 | +8.00 | 1.20× | 3.00 | 0 |",
+		"| floor | the library, 64 goroutines | 1 000 | 4.00 | +0.00 | 0.40× | 3.00 | 0 |",
 		"- a note",
 	} {
 		if !strings.Contains(md, want) {

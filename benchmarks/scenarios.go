@@ -63,8 +63,8 @@ func keyOf(worker, callers, i int) string {
 	return keys[(worker*allowedKeys/callers+i)%allowedKeys]
 }
 
-// row is one measurement: scenario, case (pool, limit or framework),
-// library and number of concurrent callers.
+// row is one measurement: scenario, case (pool, limit, framework or script
+// variant), library and number of concurrent callers.
 type row struct {
 	Scenario string
 	Case     string
@@ -72,6 +72,23 @@ type row struct {
 	Callers  int
 	sample
 	OtherErrors int64 // errors in the other runs of the same point
+}
+
+// rank is what the runs of one point are ranked by for their median: Redis's
+// time per script call in scenario s, decisions/s elsewhere.
+func (x row) rank() float64 {
+	if x.Scenario == "s" {
+		return x.perScriptCall()
+	}
+	return x.rate()
+}
+
+// perScriptCall is Redis's time per script call, in microseconds.
+func (x row) perScriptCall() float64 {
+	if x.Redis == nil || x.Redis.ScriptCalls == 0 {
+		return 0
+	}
+	return x.Redis.Script / x.Redis.ScriptCalls
 }
 
 // failed reports whether a run of the point returned errors.
