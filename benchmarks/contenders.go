@@ -42,21 +42,23 @@ type library struct {
 
 // Library names, as they appear in the results.
 const (
-	libRedlimit        = "redlimit"
-	libRedlimitNoCache = "redlimit (no denial cache)"
-	libRedisRate       = "redis_rate"
-	libUlule           = "ulule/limiter"
-	libHTTPRate        = "httprate-redis"
-	libFloor           = "floor"
+	libRedlimit           = "redlimit"
+	libRedlimitNoCoalesce = "redlimit (no coalescing)"
+	libRedlimitNoCache    = "redlimit (no denial cache)"
+	libRedisRate          = "redis_rate"
+	libUlule              = "ulule/limiter"
+	libHTTPRate           = "httprate-redis"
+	libFloor              = "floor"
 )
 
 var (
-	redlimitLib        = library{name: libRedlimit, new: newRedlimit(true)}
-	redlimitNoCacheLib = library{name: libRedlimitNoCache, new: newRedlimit(false)}
-	redisRateLib       = library{name: libRedisRate, new: newRedisRate}
-	ululeLib           = library{name: libUlule, new: newUlule}
-	httprateLib        = library{name: libHTTPRate, new: newHTTPRate}
-	floorLib           = library{name: libFloor, new: newFloor}
+	redlimitLib           = library{name: libRedlimit, new: newRedlimit()}
+	redlimitNoCoalesceLib = library{name: libRedlimitNoCoalesce, new: newRedlimit(core.WithCoalescing(0))}
+	redlimitNoCacheLib    = library{name: libRedlimitNoCache, new: newRedlimit(core.WithDenialCache(false))}
+	redisRateLib          = library{name: libRedisRate, new: newRedisRate}
+	ululeLib              = library{name: libUlule, new: newUlule}
+	httprateLib           = library{name: libHTTPRate, new: newHTTPRate}
+	floorLib              = library{name: libFloor, new: newFloor}
 )
 
 // redlimitC is redlimit's core: a Limiter per call with the rate given in
@@ -66,9 +68,9 @@ type redlimitC struct {
 	opts   []core.LimiterOption
 }
 
-func newRedlimit(denialCache bool) func(*redis.Client, int64) (Contender, error) {
+func newRedlimit(opts ...core.Option) func(*redis.Client, int64) (Contender, error) {
 	return func(rdb *redis.Client, limit int64) (Contender, error) {
-		c, err := core.New(rdb, core.WithDenialCache(denialCache))
+		c, err := core.New(rdb, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -203,23 +203,26 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 	var rows []row
 	if newMemoryRedis != nil {
 		id := row{Scenario: "e", Case: coreAlone, Library: variantMemory, Callers: 1}
-		r, err := h.point(ctx, id, false, func(context.Context, *redis.Client, int) (op, error) {
-			client, err := core.New(newMemoryRedis())
-			if err != nil {
-				return nil, err
-			}
-			// The options the middleware gives every limiter, and a name
-			// of the length it builds ("default:" and an IPv4 address).
-			opts := []core.LimiterOption{core.WithRate(middlewareRate), core.WithCallTimeout(memoryTimeout)}
-			return func(ctx context.Context, w, i int) (bool, error) {
-				r, err := client.Limiter(names4[i%len(names4)], opts...).TryAcquire(ctx, 1)
-				return r.Allowed, err
-			}, nil
+		rs, err := h.inTurns(1, func(int) (row, error) {
+			return h.point(ctx, id, false, func(context.Context, *redis.Client, int) (op, error) {
+				client, err := core.New(newMemoryRedis())
+				if err != nil {
+					return nil, err
+				}
+				// The options the middleware gives every limiter, and a
+				// name of the length it builds ("default:" and an IPv4
+				// address).
+				opts := []core.LimiterOption{core.WithRate(middlewareRate), core.WithCallTimeout(memoryTimeout)}
+				return func(ctx context.Context, w, i int) (bool, error) {
+					r, err := client.Limiter(names4[i%len(names4)], opts...).TryAcquire(ctx, 1)
+					return r.Allowed, err
+				}, nil
+			})
 		})
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, r)
+		rows = append(rows, rs...)
 	}
 	for _, fw := range frameworks {
 		for _, n := range callerCounts {

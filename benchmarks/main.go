@@ -1,7 +1,7 @@
 // Command benchmarks measures redlimit against its peer libraries on a
 // redis-server of its own and writes results.md and chart.svg:
 //
-//	go run . [-duration 2s] [-warmup 250ms] [-out results]
+//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdefgs] [-out results]
 //
 // See README.md for the scenarios and the columns.
 package main
@@ -27,11 +27,11 @@ import (
 )
 
 func main() {
-	duration := flag.Duration("duration", time.Second, "measured time of each run (scenario d: half of it)")
-	reps := flag.Int("reps", 3, "runs of each measurement (scenarios a, b, c, e, f): the median run is reported")
-	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run")
+	duration := flag.Duration("duration", time.Second, "measured time of each run (scenario d: a quarter of it; s: at most 300ms)")
+	reps := flag.Int("reps", 3, "runs of each measurement: the median run is reported")
+	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run (scenario d: half of it; s: at most 100ms)")
 	out := flag.String("out", "results", "directory of results.md and chart.svg")
-	only := flag.String("only", "abcdef", "the scenarios to run, by letter")
+	only := flag.String("only", "abcdefgs", "the scenarios to run, by letter (s: the cost of a script call)")
 	flag.Parse()
 	selected = *only
 	if *duration <= 0 || *warmup <= 0 || *reps <= 0 {
@@ -62,23 +62,28 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	log.Printf("redis-server %s on %s", version["Server"]["redis_version"], srv.Addr)
 
 	h := &harness{addr: srv.Addr, admin: admin, warmup: warmup, duration: duration, reps: reps}
-	// Scenario d measures 3 limits x 6 libraries x 3 caller counts: half
-	// the duration keeps the whole run within about 6 minutes at 2 s.
+	// Scenario d measures 3 limits x 6 libraries x 3 caller counts, each a
+	// median of reps runs: a quarter of the duration keeps the whole run
+	// within about 12 minutes at 1 s. Its denials need little warm-up.
 	hd := *h
-	hd.duration, hd.warmup = duration/2, warmup/2
+	hd.duration, hd.warmup = duration/4, warmup/2
+	// Scenario s reads a per-call average over tens of thousands of calls:
+	// a short run is enough.
+	hs := *h
+	hs.duration, hs.warmup = min(duration, scriptRun), min(warmup, scriptWarmup)
 
-	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d), %s, redis-server %s. "+
-		"Each run: %v warm-up, %v measured (scenario d: %v warm-up, %v measured); "+
-		"scenarios a, b, c, e and f: the median of %d runs, taken in turns with the other libraries.",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel(),
-		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, reps)}
+	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d, go-redis default PoolSize %d), %s, redis-server %s. "+
+		"Each run: %v warm-up, %v measured (scenario d: %v and %v; s: %v and %v); "+
+		"every timed figure is the median of %d runs, taken in turns with the other libraries.",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), defaultPoolSize(), cpuModel(),
+		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, hs.warmup, hs.duration, reps)}
 	if newMemoryRedis == nil {
 		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
 			"was not present when this binary was built (see memcore.go).")
 	}
 
 	load := loadAverage()
-	err = measureAll(ctx, h, &hd, rep)
+	err = measureAll(ctx, h, &hd, &hs, rep)
 	rep.Total = time.Since(start)
 	rep.Env += fmt.Sprintf(" 1-minute load average: %s at the start, %s at the end.", load, loadAverage())
 	if werr := write(rep, out); werr != nil {
@@ -87,34 +92,29 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	return err
 }
 
-// measureAll runs every scenario, adding to rep as it goes.
-func measureAll(ctx context.Context, h, hd *harness, rep *report) error {
-	libsA := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
-	libsBC := []library{redlimitLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
-	rows, err := h.runABC(ctx, libsA, libsBC)
+// measureAll runs the selected scenarios, adding to rep as it goes.
+func measureAll(ctx context.Context, h, hd, hs *harness, rep *report) error {
+	all := []library{redlimitLib, redlimitNoCoalesceLib, redlimitNoCacheLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	peers := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	oneKey := []library{redlimitLib, redlimitNoCoalesceLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	rows, err := h.runScenarios(ctx, []scenario{
+		{"a", all, allowedPath, poolCases},
+		{"b", all, deniedPath, nil},
+		{"c", all, mixedPath, nil},
+		{"f", peers, newKeysPath, nil},
+		{"g", oneKey, globalPath, nil},
+	})
 	rep.Rows = append(rep.Rows, rows...)
 	if err != nil {
 		return err
 	}
-	if !wanted("a") {
-		return measureDE(ctx, h, hd, rep)
+	if wanted("a") {
+		mem, err := h.keyMemory(ctx, peers[:len(peers)-1])
+		rep.Memory = append(rep.Memory, mem...)
+		if err != nil {
+			return err
+		}
 	}
-	mem, err := h.keyMemory(ctx, libsA[:len(libsA)-1])
-	rep.Memory = append(rep.Memory, mem...)
-	if err != nil {
-		return err
-	}
-	return measureDE(ctx, h, hd, rep)
-}
-
-// selected holds the letters of the scenarios to run (-only).
-var selected string
-
-// wanted reports whether scenario id is to run.
-func wanted(id string) bool { return strings.Contains(selected, id) }
-
-// measureDE runs scenarios d and e, as selected.
-func measureDE(ctx context.Context, h, hd *harness, rep *report) error {
 	if wanted("d") {
 		rows, mem, err := hd.runD(ctx, []bigGroup{
 			{redlimitNoCacheLib, []library{redlimitNoCacheLib, redlimitLib}},
@@ -129,13 +129,28 @@ func measureDE(ctx context.Context, h, hd *harness, rep *report) error {
 			return err
 		}
 	}
-	if !wanted("e") {
-		return nil
+	if wanted("e") {
+		rows, err := h.runE(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return err
+		}
 	}
-	rows, err := h.runE(ctx)
-	rep.Rows = append(rep.Rows, rows...)
-	return err
+	if wanted("s") {
+		rows, err := hs.runS(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// selected holds the letters of the scenarios to run (-only).
+var selected string
+
+// wanted reports whether scenario id is to run.
+func wanted(id string) bool { return strings.Contains(selected, id) }
 
 // write writes results.md and chart.svg into dir, and the report to stdout.
 func write(rep *report, dir string) error {

@@ -27,8 +27,8 @@ type harness struct {
 
 // inTurns measures k contenders h.reps times, taking turns, so that a
 // change in the machine's background load does not fall on one of them,
-// and returns each one's median run, in order. measure(i) measures
-// contender i once.
+// and returns each one's median run, in order, with the errors of its
+// other runs. measure(i) measures contender i once.
 func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error) {
 	runs := make([][]row, k)
 	for range h.reps {
@@ -43,15 +43,20 @@ func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error
 	rows := make([]row, k)
 	for i, rs := range runs {
 		rows[i] = medianRun(rs)
+		for _, r := range rs {
+			rows[i].OtherErrors += r.Errors
+		}
+		rows[i].OtherErrors -= rows[i].Errors
 	}
 	return rows, nil
 }
 
-// medianRun returns the measurement with the median decisions/s of rs,
-// which are the repetitions of one point.
+// medianRun returns the median measurement of rs, which are the
+// repetitions of one point: by decisions/s, or in scenario s by Redis's
+// time per script call.
 func medianRun(rs []row) row {
 	sorted := slices.Clone(rs)
-	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rate(), b.rate()) })
+	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rank(), b.rank()) })
 	return sorted[len(sorted)/2]
 }
 
@@ -75,14 +80,14 @@ func (h *rttCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// client returns a fresh go-redis client for one run, with default options
-// (PoolSize 10 per GOMAXPROCS) and the round-trip counter. Every contender
-// of the run uses it.
-func (h *harness) client() (*redis.Client, *rttCounter) {
-	// The same options for every library: go-redis's defaults, and socket
-	// I/O that stops at a context's deadline, which the README asks for
-	// (only redlimit's middleware sets deadlines here).
-	rdb := redis.NewClient(&redis.Options{Addr: h.addr, ContextTimeoutEnabled: true})
+// client returns a fresh go-redis client for one run, with the round-trip
+// counter and a pool of poolSize connections (0: go-redis's default, 10
+// per GOMAXPROCS). Every contender of the run uses it.
+func (h *harness) client(poolSize int) (*redis.Client, *rttCounter) {
+	// The same options for every library: go-redis's defaults but for the
+	// pool, and socket I/O that stops at a context's deadline, which the
+	// README asks for (only redlimit's middleware sets deadlines here).
+	rdb := redis.NewClient(&redis.Options{Addr: h.addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
 	rtt := &rttCounter{}
 	rdb.AddHook(rtt)
 	return rdb, rtt
@@ -96,7 +101,8 @@ func (h *harness) flush(ctx context.Context) error {
 // op is one decision of a workload, made by caller worker as its i-th.
 type op func(ctx context.Context, worker, i int) (allowed bool, err error)
 
-// sample is the outcome of one measurement.
+// sample is the outcome of one measurement. A call that returned an error
+// is no decision: it counts in Errors only, and its latency is left out.
 type sample struct {
 	Decisions, Allowed, Errors int64
 	Elapsed                    time.Duration
@@ -110,6 +116,16 @@ type redisCost struct {
 	Commands   float64 // commands executed, those run by scripts included
 	RoundTrips float64 // commands and pipelines sent by the client
 	CPU        float64 // server CPU, user+sys, in microseconds
+	// CmdTime is the time Redis spent executing the commands the client
+	// sent, in microseconds: the scripts' time when scripts ran (it
+	// includes the commands they ran, which commandstats also lists on
+	// their own), else every command's.
+	CmdTime float64
+	// Script is the time of the script calls (EVAL, EVALSHA and their _RO
+	// forms, FCALL), in microseconds, and ScriptCalls their number.
+	Script, ScriptCalls float64
+	// Mix is the calls of each command, those run by scripts included.
+	Mix map[string]float64
 }
 
 // rate returns decisions per second.
@@ -156,8 +172,11 @@ func (h *harness) measure(ctx context.Context, callers int, rtt *rttCounter, o o
 		rtt1 = rtt.n.Load()
 	}
 	runtime.ReadMemStats(&m1)
-	if s.Decisions == 0 {
-		return s, errors.New("no decisions")
+	switch {
+	case s.Decisions == 0 && s.Errors == 0:
+		return s, errors.New("no calls")
+	case s.Decisions == 0:
+		return s, nil // every call failed: the row shows the errors alone
 	}
 	n := float64(s.Decisions)
 	s.Allocs = float64(m1.Mallocs-m0.Mallocs) / n
@@ -165,7 +184,7 @@ func (h *harness) measure(ctx context.Context, callers int, rtt *rttCounter, o o
 	slices.Sort(all)
 	s.P50, s.P99 = all[len(all)/2], all[len(all)*99/100]
 	if rtt != nil {
-		cmds, err := h.commands(ctx)
+		stats, err := h.commandStats(ctx)
 		if err != nil {
 			return s, err
 		}
@@ -173,13 +192,38 @@ func (h *harness) measure(ctx context.Context, callers int, rtt *rttCounter, o o
 		if err != nil {
 			return s, err
 		}
-		s.Redis = &redisCost{
-			Commands:   float64(cmds) / n,
-			RoundTrips: float64(rtt1-rtt0) / n,
-			CPU:        (cpu1 - cpu0) * 1e6 / n,
-		}
+		s.Redis = costOf(stats, n)
+		s.Redis.RoundTrips = float64(rtt1-rtt0) / n
+		s.Redis.CPU = (cpu1 - cpu0) * 1e6 / n
 	}
 	return s, nil
+}
+
+// costOf returns Redis's command figures of n decisions from commandstats.
+func costOf(stats map[string]cmdStat, n float64) *redisCost {
+	c := &redisCost{Mix: map[string]float64{}}
+	var all float64
+	for name, st := range stats {
+		c.Commands += float64(st.Calls) / n
+		c.Mix[name] = float64(st.Calls) / n
+		all += float64(st.Usec) / n
+		if scriptCommands[name] {
+			c.Script += float64(st.Usec) / n
+			c.ScriptCalls += float64(st.Calls) / n
+		}
+	}
+	c.CmdTime = all
+	if c.ScriptCalls > 0 {
+		c.CmdTime = c.Script
+	}
+	return c
+}
+
+// scriptCommands are the commands that run a script, as commandstats names
+// them. Redis counts a script's time in its call and the commands it runs
+// under their own names as well.
+var scriptCommands = map[string]bool{
+	"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true,
 }
 
 // run calls o in callers goroutines, started together, for d, and appends
@@ -198,14 +242,16 @@ func (h *harness) run(ctx context.Context, callers int, d time.Duration, o op, l
 			for i := 0; !stop.Load(); i++ {
 				t := time.Now()
 				a, err := o(ctx, w, i)
+				d := time.Since(t)
+				if err != nil {
+					bad++ // not a decision
+					continue
+				}
 				if lat != nil {
-					lat[w] = append(lat[w], time.Since(t))
+					lat[w] = append(lat[w], d)
 				}
 				n++
-				switch {
-				case err != nil:
-					bad++
-				case a:
+				if a {
 					ok++
 				}
 			}
@@ -271,32 +317,51 @@ func forEach(n, workers int, f func(i int) error) error {
 	return firstErr
 }
 
-// commands returns the commands Redis executed since CONFIG RESETSTAT,
-// those run inside scripts included, leaving out the harness's INFO and
-// CONFIG calls.
-func (h *harness) commands(ctx context.Context) (int64, error) {
+// cmdStat is one command's line of INFO commandstats.
+type cmdStat struct {
+	Calls int64 // calls=
+	Usec  int64 // usec=: time spent executing it, in microseconds
+}
+
+// commandStats returns the commands Redis executed since CONFIG RESETSTAT,
+// by name, those run inside scripts included, leaving out the harness's
+// INFO and CONFIG calls.
+func (h *harness) commandStats(ctx context.Context) (map[string]cmdStat, error) {
 	info, err := h.admin.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
+	return parseCommandStats(info)
+}
+
+// parseCommandStats parses INFO commandstats for commandStats.
+func parseCommandStats(info string) (map[string]cmdStat, error) {
+	stats := map[string]cmdStat{}
 	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") ||
-			strings.HasPrefix(name, "cmdstat_info") || strings.HasPrefix(name, "cmdstat_config") {
+		key, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(key, "cmdstat_")
+		if !ok || !isCmd || name == "info" || name == "config" || strings.HasPrefix(name, "config|") {
 			continue
 		}
+		var st cmdStat
 		for field := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("commandstats %q: %w", line, err)
-				}
-				total += n
+			k, v, _ := strings.Cut(field, "=")
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("commandstats %q: %w", line, err)
+			}
+			if k == "calls" {
+				st.Calls = n
+			} else {
+				st.Usec = n
 			}
 		}
+		stats[name] = st
 	}
-	return total, nil
+	return stats, nil
 }
 
 // cpu returns Redis's used_cpu_user + used_cpu_sys, in seconds.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -18,6 +19,13 @@ const redissonBytesPerPermit = 120
 // peerNames are the peer libraries that the targets compare redlimit with.
 var peerNames = []string{libRedisRate, libUlule, libHTTPRate}
 
+// redlimitNames are redlimit as it ships and with a feature off.
+var redlimitNames = []string{libRedlimit, libRedlimitNoCoalesce, libRedlimitNoCache}
+
+// libraryNames are the libraries of scenarios a to g, in the order the
+// targets list them.
+var libraryNames = slices.Concat(redlimitNames, peerNames, []string{libFloor})
+
 // report is the outcome of a whole run.
 type report struct {
 	Env    string        // machine, versions and settings, one line
@@ -30,11 +38,13 @@ type report struct {
 // scenarioTitles describes each scenario in one line.
 var scenarioTitles = map[string]string{
 	"a": "allowed path: 10 000 keys, 1 000 000 permits per minute each",
-	"f": "new keys: every decision is the first of its key",
 	"b": "denied path: one used-up key, 10 permits per minute",
 	"c": "mixed: 80% on the allowed keys, 20% on the used-up key",
 	"d": "large rates: one key with a full window of N permits per minute (all denials)",
 	"e": "end to end: in-process GET / through each framework, bare and with the redlimit middleware",
+	"f": "new keys: every decision is the first of its key",
+	"g": "hot key, allowed: one key at 1 000 000 000 permits per minute, hit by every caller",
+	"s": "Redis time per script call (µs)",
 }
 
 // find returns the measurement of scenario, case, library and callers.
@@ -47,17 +57,105 @@ func (r *report) find(scenario, cs, lib string, callers int) (row, bool) {
 	return row{}, false
 }
 
-// fastestPeer returns the peer with the most decisions per second in
-// scenario at callers.
-func (r *report) fastestPeer(scenario string, callers int) (row, bool) {
-	var best row
-	found := false
+// peers returns the peers measured in scenario and case at callers, and
+// the one with the most decisions per second first.
+func (r *report) peers(scenario, cs string, callers int) []row {
+	var out []row
 	for _, name := range peerNames {
-		if x, ok := r.find(scenario, "", name, callers); ok && (!found || x.rate() > best.rate()) {
-			best, found = x, true
+		if x, ok := r.find(scenario, cs, name, callers); ok {
+			out = append(out, x)
 		}
 	}
-	return best, found
+	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(b.rate(), a.rate()) })
+	return out
+}
+
+// erred returns "n/a (errors in …)" when a run of any of xs returned
+// errors, else "": no figure is built on a run with errors.
+func erred(xs ...row) string {
+	var libs []string
+	for _, x := range xs {
+		if x.failed() && !slices.Contains(libs, x.Library) {
+			libs = append(libs, x.Library)
+		}
+	}
+	if len(libs) == 0 {
+		return ""
+	}
+	return "n/a (errors in " + strings.Join(libs, ", ") + ")"
+}
+
+// versusPeers compares each redlimit variant measured in scenario and case
+// at 64 callers with the fastest peer, in decisions/s.
+func (r *report) versusPeers(scenario, cs string) string {
+	peers := r.peers(scenario, cs, 64)
+	if len(peers) == 0 {
+		return "not measured"
+	}
+	if e := erred(peers...); e != "" {
+		return e
+	}
+	peer := peers[0]
+	var parts []string
+	for _, lib := range redlimitNames {
+		ours, ok := r.find(scenario, cs, lib, 64)
+		switch {
+		case !ok:
+			continue
+		case lib == libRedlimit && erred(ours) != "":
+			parts = append(parts, erred(ours))
+		case lib == libRedlimit:
+			parts = append(parts, fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peer.rate()),
+				lib, count(ours.rate()), peer.Library, count(peer.rate())))
+		case erred(ours) != "":
+			parts = append(parts, lib+": "+erred(ours))
+		default:
+			parts = append(parts, fmt.Sprintf("%s: %s (%s/s)", lib, ratio(ours.rate(), peer.rate()), count(ours.rate())))
+		}
+	}
+	return orMissing(strings.Join(parts, "; "))
+}
+
+// capacity lists, for each library of scenario and case at 64 callers, the
+// decisions per second one Redis core could serve: 1e6 ÷ Redis CPU µs per
+// decision.
+func (r *report) capacity(scenario, cs string) string {
+	var parts []string
+	for _, lib := range libraryNames {
+		x, ok := r.find(scenario, cs, lib, 64)
+		if !ok {
+			continue
+		}
+		v := erred(x)
+		switch {
+		case v != "":
+		case x.Redis == nil || x.Redis.CPU <= 0:
+			v = "–"
+		case lib == libRedlimit:
+			v = "**" + count(1e6/x.Redis.CPU) + "**"
+		default:
+			v = count(1e6 / x.Redis.CPU)
+		}
+		parts = append(parts, lib+" "+v)
+	}
+	return orMissing(strings.Join(parts, "; "))
+}
+
+// scriptRatio is a's Redis time per script call ÷ b's, in scenario s, with
+// what each costs beyond "return 1" called the same way.
+func (r *report) scriptRatio(a, b row) string {
+	if e := erred(a, b); e != "" {
+		return e
+	}
+	s := fmt.Sprintf("**%s** (%s µs vs %s µs", ratio(a.perScriptCall(), b.perScriptCall()),
+		fixed(a.perScriptCall(), 2), fixed(b.perScriptCall(), 2))
+	oneA, okA := r.returnOne(a.Case)
+	oneB, okB := r.returnOne(b.Case)
+	if okA && okB && erred(oneA, oneB) == "" {
+		s += fmt.Sprintf("; beyond return 1 called the same way: %s µs vs %s µs",
+			fixed(a.perScriptCall()-oneA.perScriptCall(), 2), fixed(b.perScriptCall()-oneB.perScriptCall(), 2))
+	}
+	return s + ")"
 }
 
 // targets returns the ratios the project reports, as (what, figure) pairs.
@@ -66,18 +164,14 @@ func (r *report) targets() [][]string {
 	add := func(what, figure string) { t = append(t, []string{what, figure}) }
 	missing := "not measured"
 
-	for _, sc := range []struct{ id, what string }{
-		{"a", "Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s"},
-		{"b", "Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s"},
+	for _, sc := range []struct{ id, cs, what string }{
+		{"a", poolDefault, "Allowed path (a), 64 callers, default pool"},
+		{"a", poolCallers, "Allowed path (a), 64 callers, pool = callers"},
+		{"b", "", "Denied hot key (b), 64 callers, default pool"},
+		{"f", "", "New keys (f), 64 callers, default pool"},
+		{"g", "", "Hot key allowed (g), 64 callers, default pool"},
 	} {
-		ours, ok1 := r.find(sc.id, "", libRedlimit, 64)
-		peer, ok2 := r.fastestPeer(sc.id, 64)
-		fig := missing
-		if ok1 && ok2 {
-			fig = fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peer.rate()),
-				libRedlimit, count(ours.rate()), peer.Library, count(peer.rate()))
-		}
-		add(sc.what, fig)
+		add(sc.what+": redlimit ÷ fastest peer, decisions/s", r.versusPeers(sc.id, sc.cs))
 	}
 
 	var rtts []string
@@ -90,19 +184,60 @@ func (r *report) targets() [][]string {
 	add("Denied hot key (b): redlimit Redis round trips per denied request, by callers", orMissing(strings.Join(rtts, "; ")))
 
 	fig := missing
-	ours, ok1 := r.find("a", "", libRedlimit, 1)
-	floor, ok2 := r.find("a", "", libFloor, 1)
-	if ok1 && ok2 {
-		fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
+	ours, ok1 := r.find("g", "", libRedlimit, 64)
+	peer, ok2 := r.find("g", "", libRedisRate, 64)
+	if ok1 && ok2 && ours.Redis != nil && peer.Redis != nil {
+		fig = erred(ours, peer)
+		if fig == "" {
+			fig = fmt.Sprintf("**%s** (%s µs vs %s µs)", ratio(ours.Redis.Script, peer.Redis.Script),
+				fixed(ours.Redis.Script, 2), fixed(peer.Redis.Script, 2))
+		}
 	}
-	add("One caller p50 (a): redlimit ÷ floor", fig)
+	add("Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×)", fig)
+
+	for _, c := range []struct{ id, cs, what string }{
+		{"a", poolDefault, "many keys (a, 64 callers, default pool)"},
+		{"a", poolCallers, "many keys (a, 64 callers, pool = callers)"},
+		{"g", "", "hot key (g, 64 callers, default pool)"},
+	} {
+		add("Redis capacity, "+c.what+": decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec)", r.capacity(c.id, c.cs))
+	}
+
+	acquire, ok1 := r.find("s", caseLibrary, libRedlimit, scriptCallers)
+	for _, c := range []struct {
+		what string
+		cs   string
+		lib  string
+		n    int
+	}{
+		{"the straight-line script (target ≤ 1.10×)", casePipelines, scriptStraight, scriptPipeliners},
+		{"redis_rate's script (target ≤ 1.50×)", caseLibrary, libRedisRate, scriptCallers},
+	} {
+		fig := missing
+		if other, ok2 := r.find("s", c.cs, c.lib, c.n); ok1 && ok2 {
+			fig = r.scriptRatio(acquire, other)
+		}
+		add("Script cost (s): redlimit's acquire ÷ "+c.what+", Redis µs per call", fig)
+	}
+
+	fig = missing
+	ours, ok1 = r.find("a", poolDefault, libRedlimit, 1)
+	floor, ok2 := r.find("a", poolDefault, libFloor, 1)
+	if ok1 && ok2 {
+		if fig = erred(ours, floor); fig == "" {
+			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
+		}
+	}
+	add("One caller p50 (a, default pool): redlimit ÷ floor", fig)
 
 	for _, lib := range r.librariesOf("d") {
 		fig := missing
 		big, ok1 := r.find("d", bigCase(len(bigLimits)-1), lib, 1)
 		small, ok2 := r.find("d", bigCase(0), lib, 1)
 		if ok1 && ok2 {
-			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(big.P50), float64(small.P50)), micros(big.P50), micros(small.P50))
+			if fig = erred(big, small); fig == "" {
+				fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(big.P50), float64(small.P50)), micros(big.P50), micros(small.P50))
+			}
 		}
 		add(fmt.Sprintf("p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: %s", lib), fig)
 	}
@@ -128,15 +263,18 @@ func (r *report) overhead(fw, v string) string {
 		}
 		return "not measured in this run"
 	}
+	if e := erred(bare, mw); e != "" {
+		return e
+	}
 	mean := 1e6/mw.rate() - 1e6/bare.rate()
 	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
-	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory {
+	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory && !core.failed() {
 		s += fmt.Sprintf("; the adapter's own part, beyond the core decision alone (%s µs mean, %s µs p50, %s allocs): "+
 			"%s µs mean, **%s µs p50**, **%s allocs**",
 			fixed(1e6/core.rate(), 2), fixed(float64(core.P50)/1e3, 2), fixed(core.Allocs, 1),
 			signed(mean-1e6/core.rate()), signed(float64(mw.P50-bare.P50-core.P50)/1e3), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
-	if core, ok := r.find("a", "", libRedlimit, 1); ok && v == variantRedis {
+	if core, ok := r.find("a", poolDefault, libRedlimit, 1); ok && v == variantRedis && !core.failed() {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
 			fixed(1e6/core.rate(), 1), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
 	}
@@ -199,10 +337,28 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	b.WriteString("## Targets\n\n")
 	table(b, []string{"target", "figure"}, r.targets())
 
-	for _, id := range []string{"a", "b", "c"} {
+	fmt.Fprintf(b, "## Scenario a: %s\n\n", scenarioTitles["a"])
+	b.WriteString("go-redis pool: *default* is go-redis's PoolSize, 10 per GOMAXPROCS; *= callers* is a PoolSize " +
+		"equal to the number of callers, measured only where the callers outnumber the default pool.\n\n")
+	r.decisionTable(b, "a", "go-redis pool")
+	for _, id := range []string{"b", "c", "f", "g"} {
 		fmt.Fprintf(b, "## Scenario %s: %s\n\n", id, scenarioTitles[id])
-		r.decisionTable(b, id, false)
+		b.WriteString("go-redis's default pool.\n\n")
+		r.decisionTable(b, id, "")
 	}
+	b.WriteString("## Redis commands per redlimit decision (a, b, f, g)\n\n" +
+		"Calls of each command per decision at 64 callers, from INFO commandstats: the script call, " +
+		"then the commands it ran (none: every decision was answered without Redis).\n\n")
+	var mix [][]string
+	for _, id := range []string{"a", "b", "f", "g"} {
+		for _, x := range r.sorted(id) {
+			if slices.Contains(redlimitNames, x.Library) && x.Callers == 64 && (x.Case == "" || x.Case == poolDefault) {
+				mix = append(mix, []string{id, x.Library, strconv.Itoa(x.Callers), commandMix(x)})
+			}
+		}
+	}
+	table(b, []string{"scenario", "library", "callers", "commands per decision"}, mix)
+
 	b.WriteString("### Redis memory per key (a): after one decision on each of 10 000 keys\n\n")
 	var mem [][]string
 	for _, m := range r.Memory {
@@ -213,7 +369,7 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	table(b, []string{"library", "bytes per key (used_memory delta)", "bytes per key (MEMORY USAGE)"}, mem)
 
 	fmt.Fprintf(b, "## Scenario d: %s\n\n", scenarioTitles["d"])
-	r.decisionTable(b, "d", true)
+	r.decisionTable(b, "d", "permits")
 	b.WriteString("### p50 at 100 000 permits ÷ p50 at 10 permits (d)\n\n")
 	var ratios [][]string
 	for _, lib := range r.librariesOf("d") {
@@ -221,10 +377,13 @@ func (r *report) writeMarkdown(w io.Writer) error {
 		for _, n := range callerCounts {
 			big, ok1 := r.find("d", bigCase(len(bigLimits)-1), lib, n)
 			small, ok2 := r.find("d", bigCase(0), lib, n)
-			if ok1 && ok2 {
-				line = append(line, ratio(float64(big.P50), float64(small.P50)))
-			} else {
+			switch {
+			case !ok1 || !ok2:
 				line = append(line, "–")
+			case erred(big, small) != "":
+				line = append(line, "n/a (errors)")
+			default:
+				line = append(line, ratio(float64(big.P50), float64(small.P50)))
 			}
 		}
 		ratios = append(ratios, line)
@@ -247,6 +406,17 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(b, "## Scenario e: %s\n\n", scenarioTitles["e"])
 	r.requestTable(b)
 
+	fmt.Fprintf(b, "## Scenario s: %s\n\n", scenarioTitles["s"])
+	b.WriteString("Redis's own time per script call: usec ÷ calls of EVALSHA in INFO commandstats after CONFIG RESETSTAT, " +
+		"over 4 096 limiters far below their limits. *return 1* and the *straight-line* script " +
+		"(`lua/straightline.lua`: Redisson's layout work for one grant, HMGET, TIME, ZRANGEBYSCORE, INCRBY, PTTL, ZADD, " +
+		"no branches) are called directly, in pipelines of 32 EVALSHA from 4 goroutines, on config hashes and counters " +
+		"created first. The others are called through their library, one decision per call, from 64 goroutines over " +
+		"4 096 keys each decided once before: redlimit with coalescing on (its concurrent calls go as pipelines), " +
+		"the floor being *return 1* called that way. Redis's time per call depends on how the calls arrive " +
+		"(compare the two *return 1* rows); *beyond return 1* subtracts the floor called the same way.\n\n")
+	r.scriptTable(b)
+
 	if len(r.Notes) > 0 {
 		b.WriteString("## Notes\n\n")
 		for _, n := range r.Notes {
@@ -258,20 +428,21 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	return err
 }
 
-// decisionTable writes the rows of one scenario of decisions.
-func (r *report) decisionTable(b *strings.Builder, scenario string, withCase bool) {
-	head := []string{"library", "callers", "decisions/s", "p50", "p99", "allocs/dec",
-		"Redis cmds/dec", "round trips/dec", "Redis CPU µs/dec", "allowed", "errors"}
-	if withCase {
-		head = append([]string{"permits"}, head...)
+// decisionTable writes the rows of one scenario of decisions, with their
+// case in a first column named caseHead unless it is "".
+func (r *report) decisionTable(b *strings.Builder, scenario, caseHead string) {
+	head := []string{"library", "callers", "decisions/s", "p50", "p99", "allocs/dec", "Redis cmds/dec",
+		"round trips/dec", "Redis CPU µs/dec", "Redis cmd time µs/dec", "script µs/dec", "allowed", "errors"}
+	if caseHead != "" {
+		head = append([]string{caseHead}, head...)
 	}
 	var lines [][]string
 	for _, x := range r.sorted(scenario) {
-		line := []string{x.Library, strconv.Itoa(x.Callers), count(x.rate()), micros(x.P50), micros(x.P99),
-			fixed(x.Allocs, 1)}
+		line := []string{x.Library, strconv.Itoa(x.Callers)}
+		line = append(line, clientCells(x)...)
 		line = append(line, redisCells(x)...)
-		line = append(line, percent(x.Allowed, x.Decisions), strconv.FormatInt(x.Errors, 10))
-		if withCase {
+		line = append(line, percent(x.Allowed, x.Decisions), errorCell(x))
+		if caseHead != "" {
 			line = append([]string{x.Case}, line...)
 		}
 		lines = append(lines, line)
@@ -282,27 +453,121 @@ func (r *report) decisionTable(b *strings.Builder, scenario string, withCase boo
 // requestTable writes scenario e.
 func (r *report) requestTable(b *strings.Builder) {
 	head := []string{"framework", "variant", "callers", "requests/s", "p50", "p99", "allocs/req",
-		"Redis cmds/req", "round trips/req", "Redis CPU µs/req", "Δ p50 vs bare", "Δ allocs vs bare", "errors"}
+		"Redis cmds/req", "round trips/req", "Redis CPU µs/req", "Redis cmd time µs/req", "script µs/req",
+		"Δ p50 vs bare", "Δ allocs vs bare", "errors"}
 	var lines [][]string
 	for _, x := range r.sorted("e") {
 		dp50, dallocs := "–", "–"
-		if bare, ok := r.find("e", x.Case, variantBare, x.Callers); ok && x.Library != variantBare {
+		if bare, ok := r.find("e", x.Case, variantBare, x.Callers); ok && x.Library != variantBare && erred(x, bare) == "" {
 			dp50 = signed(float64(x.P50-bare.P50)/1e3) + " µs"
 			dallocs = signed(x.Allocs - bare.Allocs)
 		}
-		line := []string{x.Case, x.Library, strconv.Itoa(x.Callers), count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
+		line := append([]string{x.Case, x.Library, strconv.Itoa(x.Callers)}, clientCells(x)...)
 		line = append(line, redisCells(x)...)
-		lines = append(lines, append(line, dp50, dallocs, strconv.FormatInt(x.Errors, 10)))
+		lines = append(lines, append(line, dp50, dallocs, errorCell(x)))
 	}
 	table(b, head, lines)
 }
 
-// redisCells returns the Redis columns of a row, or dashes.
+// scriptTable writes scenario s.
+func (r *report) scriptTable(b *strings.Builder) {
+	head := []string{"script", "called", "calls measured", "Redis µs per call", "beyond return 1, same calling",
+		"÷ straight-line", "Redis CPU µs per call", "errors"}
+	straight, okS := r.find("s", casePipelines, scriptStraight, scriptPipeliners)
+	var lines [][]string
+	for _, x := range r.sorted("s") {
+		calls, per, cpu, beyond, versus := "–", "–", "–", "–", "–"
+		if x.Redis != nil && x.Redis.ScriptCalls > 0 {
+			calls = count(x.Redis.ScriptCalls * float64(x.Decisions))
+			per = fixed(x.perScriptCall(), 2)
+			cpu = fixed(x.Redis.CPU/x.Redis.ScriptCalls, 2)
+			if one, ok := r.returnOne(x.Case); ok && erred(x, one) == "" {
+				beyond = signed2(x.perScriptCall() - one.perScriptCall())
+			}
+			if okS && erred(x, straight) == "" {
+				versus = ratio(x.perScriptCall(), straight.perScriptCall())
+			}
+		}
+		name := x.Library
+		if x.Library == libRedlimit {
+			name = "redlimit's acquire"
+		}
+		lines = append(lines, []string{name, x.Case, calls, per, beyond, versus, cpu, errorCell(x)})
+	}
+	table(b, head, lines)
+}
+
+// returnOne returns the "return 1" script called as in case cs of
+// scenario s: the floor of a script call made that way.
+func (r *report) returnOne(cs string) (row, bool) {
+	if cs == casePipelines {
+		return r.find("s", cs, scriptReturnOne, scriptPipeliners)
+	}
+	return r.find("s", cs, libFloor, scriptCallers)
+}
+
+// commandMix lists the calls of each command per decision of x: script
+// calls first, then the most called.
+func commandMix(x row) string {
+	if x.Redis == nil || x.Decisions == 0 {
+		return "–"
+	}
+	names := slices.Collect(maps.Keys(x.Redis.Mix))
+	slices.SortFunc(names, func(a, b string) int {
+		if sa, sb := scriptCommands[a], scriptCommands[b]; sa != sb {
+			if sa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(x.Redis.Mix[b], x.Redis.Mix[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		v := x.Redis.Mix[n]
+		f := fixed(v, 2)
+		if v < 0.01 {
+			f = strconv.FormatFloat(v, 'g', 2, 64)
+		}
+		parts[i] = strings.ToUpper(n) + " " + f
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// clientCells returns decisions/s, p50, p99 and allocations per decision,
+// or dashes where no call succeeded.
+func clientCells(x row) []string {
+	if x.Decisions == 0 {
+		return []string{"0", "–", "–", "–"}
+	}
+	return []string{count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
+}
+
+// redisCells returns the Redis columns of a row, or dashes. The script
+// time is a dash for a library that ran no script.
 func redisCells(x row) []string {
 	if x.Redis == nil {
-		return []string{"–", "–", "–"}
+		return []string{"–", "–", "–", "–", "–"}
 	}
-	return []string{fixed(x.Redis.Commands, 2), fixed(x.Redis.RoundTrips, 2), fixed(x.Redis.CPU, 1)}
+	script := fixed(x.Redis.Script, 1)
+	if x.Redis.ScriptCalls == 0 && x.Redis.Commands > 0 {
+		script = "–"
+	}
+	return []string{fixed(x.Redis.Commands, 2), fixed(x.Redis.RoundTrips, 2), fixed(x.Redis.CPU, 1),
+		fixed(x.Redis.CmdTime, 1), script}
+}
+
+// errorCell is the errors of the reported run, and those of the point's
+// other runs.
+func errorCell(x row) string {
+	s := strconv.FormatInt(x.Errors, 10)
+	if x.OtherErrors > 0 {
+		s += fmt.Sprintf(" (+%d in other runs)", x.OtherErrors)
+	}
+	return s
 }
 
 // table writes a Markdown table.
@@ -348,6 +613,15 @@ func fixed(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec
 // signed formats v with one decimal and its sign.
 func signed(v float64) string {
 	s := fixed(v, 1)
+	if !strings.HasPrefix(s, "-") {
+		s = "+" + s
+	}
+	return s
+}
+
+// signed2 formats v with two decimals and its sign.
+func signed2(v float64) string {
+	s := fixed(v, 2)
 	if !strings.HasPrefix(s, "-") {
 		s = "+" + s
 	}

@@ -2,36 +2,59 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// fakeReport has one row per library and callers for scenarios a to e, at
-// known rates, and no Redis behind it.
+// fakeReport has rows for every scenario at known rates and Redis costs,
+// and no Redis behind it. In g, ulule/limiter's run at 64 callers returned
+// errors; in f, other runs of httprate-redis at 64 callers did.
 func fakeReport() *report {
 	r := &report{Env: "test machine", Total: time.Minute}
 	rates := map[string]float64{
-		libRedlimit: 20_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
+		libRedlimit: 20_000, libRedlimitNoCoalesce: 12_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
 		libUlule: 30_000, libHTTPRate: 8_000, libFloor: 50_000,
 	}
-	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) {
+	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) *row {
 		s := sample{Decisions: int64(rate), Allowed: int64(rate) / 2, Elapsed: time.Second, P50: p50, P99: 2 * p50, Allocs: allocs}
 		if redis {
-			s.Redis = &redisCost{Commands: 3, RoundTrips: 1, CPU: 12.5}
+			s.Redis = &redisCost{Commands: 3, RoundTrips: 1, CPU: 12.5, CmdTime: 8, Script: 8, ScriptCalls: 1,
+				Mix: map[string]float64{"evalsha": 1, "get": 1, "set": 0.001}}
+			if lib == libHTTPRate {
+				s.Redis.Script, s.Redis.ScriptCalls, s.Redis.CmdTime = 0, 0, 5
+			}
 		}
 		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
+		return &r.Rows[len(r.Rows)-1]
 	}
-	for _, sc := range []string{"a", "b", "c"} {
+	for _, sc := range []string{"a", "b", "c", "f", "g"} {
 		for lib, rate := range rates {
+			cs := ""
+			if sc == "a" {
+				cs = poolDefault
+			}
 			for _, n := range callerCounts {
 				if sc == "b" && lib == libRedlimit {
 					rate = 2_000_000
 				}
-				add(sc, "", lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
+				x := add(sc, cs, lib, n, rate, time.Duration(1e9/rate*float64(n)), 20, true)
+				switch {
+				case sc == "g" && lib == libRedlimit:
+					x.Redis.Script = 6
+				case sc == "g" && lib == libUlule && n == 64:
+					x.Errors = 3
+				case sc == "f" && lib == libHTTPRate && n == 64:
+					x.OtherErrors = 2
+				}
+			}
+			if sc == "a" {
+				add(sc, poolCallers, lib, 64, rate+10_000, time.Millisecond, 20, true)
 			}
 		}
 	}
@@ -44,6 +67,15 @@ func fakeReport() *report {
 		add("e", fw.name, variantBare, 1, 1_000_000, time.Microsecond, 10, false)
 		add("e", fw.name, variantRedis, 1, 10_000, 100*time.Microsecond, 60, true)
 	}
+	script := func(cs, lib string, callers int, perCall, calls float64) {
+		x := add("s", cs, lib, callers, 1000, time.Millisecond, 0, true)
+		x.Redis.Script, x.Redis.ScriptCalls, x.Redis.CPU = perCall*calls, calls, 3*calls
+	}
+	script(casePipelines, scriptReturnOne, scriptPipeliners, 2, 32)
+	script(casePipelines, scriptStraight, scriptPipeliners, 10, 32)
+	script(caseLibrary, libRedlimit, scriptCallers, 12, 1)
+	script(caseLibrary, libRedisRate, scriptCallers, 9, 1)
+	script(caseLibrary, libFloor, scriptCallers, 4, 1)
 	r.Memory = []memRow{
 		{Scenario: "a", Library: libRedlimit, Units: allowedKeys, Used: 4_480_000, Keys: 4_400_000},
 		{Scenario: "d", Library: libRedlimitNoCache, Units: 100_000, Used: 13_000_000, Keys: 12_000_000},
@@ -60,16 +92,43 @@ func TestMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"## Targets",
-		"| Allowed path (a), 64 callers: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s) |",
-		"| Denied hot key (b), 64 callers: redlimit ÷ fastest peer, decisions/s | **50.00×**",
-		"| One caller p50 (a): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
+		"| Allowed path (a), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s); " +
+			"redlimit (no coalescing): 0.30× (12 000/s); redlimit (no denial cache): 0.38× (15 000/s) |",
+		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** (redlimit 30 000/s vs redis_rate 50 000/s);",
+		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×**",
+		"| New keys (f), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in httprate-redis) |",
+		"| Hot key allowed (g), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
+		"| Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×) | **0.75×** (6.00 µs vs 8.00 µs) |",
+		"| Redis capacity, many keys (a, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | " +
+			"redlimit **80 000**; redlimit (no coalescing) 80 000; redlimit (no denial cache) 80 000; redis_rate 80 000; " +
+			"ulule/limiter 80 000; httprate-redis 80 000; floor 80 000 |",
+		"| Redis capacity, hot key (g, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | ",
+		"ulule/limiter n/a (errors in ulule/limiter)",
+		"| Script cost (s): redlimit's acquire ÷ the straight-line script (target ≤ 1.10×), Redis µs per call | " +
+			"**1.20×** (12.00 µs vs 10.00 µs; beyond return 1 called the same way: 8.00 µs vs 8.00 µs) |",
+		"| Script cost (s): redlimit's acquire ÷ redis_rate's script (target ≤ 1.50×), Redis µs per call | **1.33×** (12.00 µs vs 9.00 µs;",
+		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
 		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
 		"beyond the core decision (a, 1 caller: 50.0 µs mean, 20.0 allocs): +49.0 µs, +30.0 allocs",
 		"redlimit (memory core), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | not measured in this run",
+		"| go-redis pool | library | callers | decisions/s | p50 | p99 | allocs/dec | Redis cmds/dec | round trips/dec | " +
+			"Redis CPU µs/dec | Redis cmd time µs/dec | script µs/dec | allowed | errors |",
+		"| default | redlimit (no coalescing) | 64 | 12 000 | 5333.3 µs | 10666.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 0 |",
+		"| = callers | redis_rate | 64 | 50 000 | 1000.0 µs | 2000.0 µs | 20.0 |",
+		"## Scenario f: new keys",
+		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
+		"## Scenario g: hot key, allowed",
+		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
+		"| a | redlimit | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
+		"| g | redlimit (no coalescing) | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
-		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | +99.0 µs | +50.0 | 0 |",
+		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
+		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 2.00 | +0.00 | 0.20× | 3.00 | 0 |",
+		"| straight-line (Redisson layout) | pipelines of 32 EVALSHA | 32 000 | 10.00 | +8.00 | 1.00× | 3.00 | 0 |",
+		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 12.00 | +8.00 | 1.20× | 3.00 | 0 |",
+		"| floor | the library, 64 goroutines | 1 000 | 4.00 | +0.00 | 0.40× | 3.00 | 0 |",
 		"- a note",
 	} {
 		if !strings.Contains(md, want) {
@@ -98,10 +157,14 @@ func TestSVG(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"<svg ", "a: allowed path", "b: denied hot key", "c: mixed 80/20",
-		">redlimit</text>", ">redlimit (no denial cache)</text>", ">floor</text>", ">2M</text>", ">40k</text>", ">10k</text>"} {
+		">redlimit</text>", ">redlimit (no coalescing)</text>", ">redlimit (no denial cache)</text>", ">floor</text>",
+		">2M</text>", ">40k</text>", ">10k</text>"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("SVG lacks %q", want)
 		}
+	}
+	if strings.Contains(svg, ">60k</text>") { // the floor with pool = callers in a is not charted
+		t.Error("SVG charts scenario a with pool = callers")
 	}
 }
 
@@ -114,5 +177,79 @@ func TestFormats(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestCommandStats(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=100,usec=2000,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hmget:calls=100,usec=300,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_zadd:calls=100,usec=400,usec_per_call=4.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=2,usec=90,usec_per_call=45.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=9,usec_per_call=9.00,rejected_calls=0,failed_calls=0\r\n"
+	stats, err := parseCommandStats(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(stats), 3; got != want {
+		t.Fatalf("parsed %d commands (%v), want %d: INFO and CONFIG are the harness's", got, stats, want)
+	}
+	if got, want := stats["evalsha"], (cmdStat{Calls: 100, Usec: 2000}); got != want {
+		t.Errorf("evalsha = %+v, want %+v", got, want)
+	}
+
+	// A script's time includes the commands it ran: they are not added again.
+	c := costOf(stats, 100)
+	if c.Commands != 3 || c.Script != 20 || c.ScriptCalls != 1 || c.CmdTime != 20 || c.Mix["zadd"] != 1 {
+		t.Errorf("costOf(scripted) = %+v, want 3 commands, 20 µs of script and command time, 1 script call", c)
+	}
+	// Without scripts, every command is the client's.
+	delete(stats, "evalsha")
+	if c := costOf(stats, 100); c.CmdTime != 7 || c.Script != 0 {
+		t.Errorf("costOf(no scripts) = %+v, want 7 µs of command time and no script time", c)
+	}
+}
+
+func TestErrorsAreNoDecisions(t *testing.T) {
+	h := &harness{}
+	fails := errors.New("fails")
+	s := h.run(context.Background(), 2, 20*time.Millisecond, func(_ context.Context, _, i int) (bool, error) {
+		if i%2 == 1 {
+			return false, fails
+		}
+		return true, nil
+	}, nil)
+	if s.Decisions == 0 || s.Errors == 0 || s.Allowed != s.Decisions || s.Errors < s.Decisions-2 || s.Errors > s.Decisions+2 {
+		t.Errorf("run = %d decisions, %d allowed, %d errors; want half the calls as decisions, all allowed, and the other half as errors",
+			s.Decisions, s.Allowed, s.Errors)
+	}
+}
+
+func TestInTurns(t *testing.T) {
+	h := &harness{reps: 3}
+	var order []int
+	runs := map[int][]row{
+		0: {{Library: "x", sample: sample{Decisions: 10, Elapsed: time.Second}}, {Library: "x", sample: sample{Decisions: 30, Elapsed: time.Second, Errors: 1}},
+			{Library: "x", sample: sample{Decisions: 20, Elapsed: time.Second, Errors: 4}}},
+		1: {{Library: "y", sample: sample{Decisions: 5, Elapsed: time.Second}}, {Library: "y", sample: sample{Decisions: 5, Elapsed: time.Second}},
+			{Library: "y", sample: sample{Decisions: 5, Elapsed: time.Second}}},
+	}
+	rows, err := h.inTurns(2, func(i int) (row, error) {
+		order = append(order, i)
+		r := runs[i][0]
+		runs[i] = runs[i][1:]
+		return r, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := order, []int{0, 1, 0, 1, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("order = %v, want %v", got, want)
+	}
+	if x := rows[0]; x.Decisions != 20 || x.Errors != 4 || x.OtherErrors != 1 || !x.failed() {
+		t.Errorf("median of x = %d decisions, %d errors, %d in other runs; want 20, 4, 1", x.Decisions, x.Errors, x.OtherErrors)
+	}
+	if rows[1].failed() {
+		t.Errorf("y failed: %+v", rows[1])
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -12,12 +13,34 @@ import (
 
 // Workload parameters.
 const (
-	allowedKeys  = 10_000    // distinct keys of the allowed path
-	allowedLimit = 1_000_000 // permits per window on them: never reached
-	hotKey       = "hot"     // the one key of the denied path
-	hotLimit     = 10        // permits per window on it, used up before measuring
-	bigKey       = "big"     // the one key of scenario d
+	allowedKeys  = 10_000        // distinct keys of the allowed path
+	allowedLimit = 1_000_000     // permits per window on them: never reached
+	hotKey       = "hot"         // the one key of the denied path
+	hotLimit     = 10            // permits per window on it, used up before measuring
+	bigKey       = "big"         // the one key of scenario d
+	globalKey    = "global"      // the one key of scenario g
+	globalLimit  = 1_000_000_000 // permits per window on it: never reached
 )
+
+// Cases of scenario a: go-redis's connection pool.
+const (
+	poolDefault = "default"   // go-redis's default PoolSize, 10 per GOMAXPROCS
+	poolCallers = "= callers" // PoolSize equal to the number of callers
+)
+
+// defaultPoolSize is go-redis's default PoolSize.
+func defaultPoolSize() int { return 10 * runtime.GOMAXPROCS(0) }
+
+// poolCases returns the pool cases of scenario a at callers. Up to the
+// default pool size, a pool of one connection per caller behaves as the
+// default one (no caller waits for a connection, and go-redis opens them
+// only as they are needed), so it is measured only above it.
+func poolCases(callers int) []string {
+	if callers > defaultPoolSize() {
+		return []string{poolDefault, poolCallers}
+	}
+	return []string{poolDefault}
+}
 
 var (
 	callerCounts = []int{1, 16, 64}
@@ -40,15 +63,36 @@ func keyOf(worker, callers, i int) string {
 	return keys[(worker*allowedKeys/callers+i)%allowedKeys]
 }
 
-// row is one measurement: scenario, case (framework or limit), library and
-// number of concurrent callers.
+// row is one measurement: scenario, case (pool, limit, framework or script
+// variant), library and number of concurrent callers.
 type row struct {
 	Scenario string
 	Case     string
 	Library  string
 	Callers  int
 	sample
+	OtherErrors int64 // errors in the other runs of the same point
 }
+
+// rank is what the runs of one point are ranked by for their median: Redis's
+// time per script call in scenario s, decisions/s elsewhere.
+func (x row) rank() float64 {
+	if x.Scenario == "s" {
+		return x.perScriptCall()
+	}
+	return x.rate()
+}
+
+// perScriptCall is Redis's time per script call, in microseconds.
+func (x row) perScriptCall() float64 {
+	if x.Redis == nil || x.Redis.ScriptCalls == 0 {
+		return 0
+	}
+	return x.Redis.Script / x.Redis.ScriptCalls
+}
+
+// failed reports whether a run of the point returned errors.
+func (x row) failed() bool { return x.Errors > 0 || x.OtherErrors > 0 }
 
 // memRow is Redis memory used by one library's keys.
 type memRow struct {
@@ -64,13 +108,18 @@ type memRow struct {
 type setup func(ctx context.Context, rdb *redis.Client, callers int) (op, error)
 
 // point flushes Redis and makes the measurement id (its scenario, case,
-// library and callers) with a fresh client. Redis's figures are taken when
+// library and callers) with a fresh client, whose pool has one connection
+// per caller in the case poolCallers. Redis's figures are taken when
 // usesRedis.
 func (h *harness) point(ctx context.Context, id row, usesRedis bool, s setup) (row, error) {
 	if err := h.flush(ctx); err != nil {
 		return row{}, err
 	}
-	rdb, rtt := h.client()
+	pool := 0
+	if id.Case == poolCallers {
+		pool = id.Callers
+	}
+	rdb, rtt := h.client(pool)
 	defer rdb.Close()
 	o, err := s(ctx, rdb, id.Callers)
 	if err != nil {
@@ -164,23 +213,45 @@ func mixedPath(lib library) setup {
 	}
 }
 
-// runABC runs scenario a for libsA, and b and c for libsBC.
-func (h *harness) runABC(ctx context.Context, libsA, libsBC []library) ([]row, error) {
-	var rows []row
-	type scenario struct {
-		id   string
-		libs []library
-		s    func(library) setup
+// globalPath is scenario g: every decision on one key whose limit is never
+// reached, as one global limit hit by every request.
+func globalPath(lib library) setup {
+	return func(_ context.Context, rdb *redis.Client, _ int) (op, error) {
+		c, err := lib.new(rdb, globalLimit)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, _, _ int) (bool, error) {
+			return c.Decide(ctx, globalKey)
+		}, nil
 	}
-	for _, sc := range []scenario{{"a", libsA, allowedPath}, {"b", libsBC, deniedPath}, {"c", libsBC, mixedPath}, {"f", libsA, newKeysPath}} {
+}
+
+// scenario is a scenario whose libraries take turns at each number of
+// callers: its id, libraries, workload and cases (nil: one case, "").
+type scenario struct {
+	id    string
+	libs  []library
+	s     func(library) setup
+	cases func(callers int) []string
+}
+
+// runScenarios runs each selected scenario of scs.
+func (h *harness) runScenarios(ctx context.Context, scs []scenario) ([]row, error) {
+	var rows []row
+	for _, sc := range scs {
 		if !wanted(sc.id) {
 			continue
 		}
-		// Libraries take turns at each number of callers.
 		for _, n := range callerCounts {
-			rs, err := h.inTurns(len(sc.libs), func(i int) (row, error) {
-				lib := sc.libs[i]
-				return h.point(ctx, row{Scenario: sc.id, Library: lib.name, Callers: n}, true, sc.s(lib))
+			cases := []string{""}
+			if sc.cases != nil {
+				cases = sc.cases(n)
+			}
+			rs, err := h.inTurns(len(cases)*len(sc.libs), func(i int) (row, error) {
+				lib := sc.libs[i%len(sc.libs)]
+				id := row{Scenario: sc.id, Case: cases[i/len(sc.libs)], Library: lib.name, Callers: n}
+				return h.point(ctx, id, true, sc.s(lib))
 			})
 			if err != nil {
 				return rows, err
@@ -232,7 +303,7 @@ func (h *harness) keyMemory(ctx context.Context, libs []library) ([]memRow, erro
 
 // libKeyMemory measures one library for keyMemory.
 func (h *harness) libKeyMemory(ctx context.Context, lib library) (memRow, error) {
-	rdb, _ := h.client()
+	rdb, _ := h.client(0)
 	defer rdb.Close()
 	c, err := lib.new(rdb, allowedLimit)
 	if err != nil {
@@ -288,9 +359,10 @@ func (h *harness) runD(ctx context.Context, groups []bigGroup) ([]row, []memRow,
 }
 
 // bigGroup fills bigKey at permits per window with g.fill, measuring the
-// memory it takes, then measures each of g.measure on it.
+// memory it takes, then measures each of g.measure on it, in turns at each
+// number of callers.
 func (h *harness) bigGroup(ctx context.Context, permits int64, g bigGroup) ([]row, memRow, error) {
-	rdb, rtt := h.client()
+	rdb, rtt := h.client(0)
 	defer rdb.Close()
 	cs := make([]Contender, len(g.measure))
 	for i, lib := range g.measure {
@@ -319,18 +391,21 @@ func (h *harness) bigGroup(ctx context.Context, permits int64, g bigGroup) ([]ro
 	log.Printf("d fill %-28s %7d permits in %v, %.0f B (used_memory), %.0f B (MEMORY USAGE)",
 		g.fill.name, permits, took.Round(time.Millisecond), m.Used, m.Keys)
 	var rows []row
-	for i, lib := range g.measure {
-		for _, n := range callerCounts {
+	for _, n := range callerCounts {
+		rs, err := h.inTurns(len(g.measure), func(i int) (row, error) {
 			smp, err := h.measure(ctx, n, rtt, func(ctx context.Context, _, _ int) (bool, error) {
 				return cs[i].Decide(ctx, bigKey)
 			})
-			if err != nil {
-				return rows, m, err
+			r := row{Scenario: "d", Case: count(float64(permits)), Library: g.measure[i].name, Callers: n, sample: smp}
+			if err == nil {
+				logRow(r)
 			}
-			r := row{Scenario: "d", Case: count(float64(permits)), Library: lib.name, Callers: n, sample: smp}
-			logRow(r)
-			rows = append(rows, r)
+			return r, err
+		})
+		if err != nil {
+			return rows, m, err
 		}
+		rows = append(rows, rs...)
 	}
 	return rows, m, nil
 }
@@ -339,9 +414,10 @@ func (h *harness) bigGroup(ctx context.Context, permits int64, g bigGroup) ([]ro
 func logRow(r row) {
 	extra := ""
 	if r.Redis != nil {
-		extra = fmt.Sprintf(" rtt/dec %.2f cmd/dec %.2f", r.Redis.RoundTrips, r.Redis.Commands)
+		extra = fmt.Sprintf(" rtt/dec %.2f cmd/dec %.2f cpu µs/dec %.1f script µs/dec %.1f",
+			r.Redis.RoundTrips, r.Redis.Commands, r.Redis.CPU, r.Redis.Script)
 	}
-	log.Printf("%s %-8s %-28s x%-2d %10.0f dec/s p50 %-9v p99 %-9v allowed %5.1f%% errors %d%s",
+	log.Printf("%s %-9s %-28s x%-2d %10.0f dec/s p50 %-9v p99 %-9v allowed %s errors %d%s",
 		r.Scenario, r.Case, r.Library, r.Callers, r.rate(), r.P50, r.P99,
-		100*float64(r.Allowed)/float64(r.Decisions), r.Errors, extra)
+		percent(r.Allowed, r.Decisions), r.Errors, extra)
 }

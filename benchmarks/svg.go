@@ -12,19 +12,21 @@ import (
 // chartCallers is the number of callers the chart shows.
 const chartCallers = 64
 
-// chartGroup is one scenario of the chart.
-type chartGroup struct{ id, label string }
+// chartGroup is one scenario and case of the chart.
+type chartGroup struct{ id, cs, label string }
 
-// chartGroups are the scenarios of the chart.
+// chartGroups are the scenarios of the chart, all with go-redis's default
+// pool.
 var chartGroups = []chartGroup{
-	{"a", "a: allowed path"},
-	{"b", "b: denied hot key"},
-	{"c", "c: mixed 80/20"},
+	{"a", poolDefault, "a: allowed path"},
+	{"b", "", "b: denied hot key"},
+	{"c", "", "c: mixed 80/20"},
 }
 
 // chartLibraries are the libraries of the chart, in order, with their colors.
 var chartLibraries = []struct{ name, color string }{
 	{libRedlimit, "#d62728"},
+	{libRedlimitNoCoalesce, "#ff7f0e"},
 	{libRedlimitNoCache, "#ff9896"},
 	{libRedisRate, "#1f77b4"},
 	{libUlule, "#2ca02c"},
@@ -41,7 +43,7 @@ func (r *report) writeSVG(w io.Writer) error {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, l := range chartLibraries {
 		for _, g := range chartGroups {
-			if x, ok := r.find(g.id, "", l.name, chartCallers); ok && x.rate() > 0 {
+			if x, ok := r.find(g.id, g.cs, l.name, chartCallers); ok && x.rate() > 0 {
 				if !slices.Contains(libs, l.name) {
 					libs, colors = append(libs, l.name), append(colors, l.color)
 				}
@@ -86,7 +88,7 @@ func (r *report) writeSVG(w io.Writer) error {
 	for gi, g := range chartGroups {
 		gx := left + float64(gi)*groupW + 15
 		for li, lib := range libs {
-			x, ok := r.find(g.id, "", lib, chartCallers)
+			x, ok := r.find(g.id, g.cs, lib, chartCallers)
 			if !ok || x.rate() <= 0 {
 				continue
 			}
@@ -103,7 +105,7 @@ func (r *report) writeSVG(w io.Writer) error {
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="14" height="14" fill="%s"/>`+"\n", left+plotW+20, ly, colors[li])
 		text(b, left+plotW+40, ly+12, 12, "start", "normal", lib)
 	}
-	text(b, left, height-20, 11, "start", "normal", "redlimit (no denial cache) is measured in b and c only; the floor is one EVALSHA of \"return 1\" and allows everything.")
+	text(b, left, height-20, 11, "start", "normal", "go-redis's default pool; redlimit (no …) is redlimit with that feature off; the floor is one EVALSHA of \"return 1\" and allows everything.")
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
