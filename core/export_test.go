@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // DecisionTime returns the Redis server time at which r was decided.
 func DecisionTime(r Result) time.Time { return time.UnixMilli(r.at) }
@@ -14,4 +17,45 @@ func CachedDenials(c *Client) int64 {
 		return 0
 	}
 	return c.denials.n.Load()
+}
+
+// Acquire is one acquire of AcquireTogether: its permits and its log member
+// (Member makes one with a random id).
+type Acquire struct {
+	Permits int64
+	Member  string
+}
+
+// Member returns a log member for permits with a random id.
+func Member(permits int64) string { return newMember(permits) }
+
+// AcquireTogether decides acqs on l in one round trip, sharing one script
+// call, as coalescing does with acquires that queue up together.
+func AcquireTogether(ctx context.Context, l *Limiter, acqs []Acquire) ([]Result, []error, error) {
+	calls := make([]*call, len(acqs))
+	for i, a := range acqs {
+		calls[i] = &call{l: l, s: scriptAcquire, permits: a.Permits, member: a.Member}
+	}
+	if l.err != nil {
+		return nil, nil, l.err
+	}
+	l.c.send(ctx, calls)
+	res, errs := make([]Result, len(acqs)), make([]error, len(acqs))
+	for i, cl := range calls {
+		res[i], errs[i] = cl.res, cl.err
+	}
+	return res, errs, nil
+}
+
+// AcquireMember is TryAcquire with the given log member, as a resend of an
+// earlier call would carry it.
+func AcquireMember(ctx context.Context, l *Limiter, permits int64, member string) (Result, error) {
+	if err := l.checkPermits(permits); err != nil {
+		return Result{}, err
+	}
+	cl := &call{l: l, s: scriptAcquire, permits: permits, member: member}
+	if err := l.c.do(ctx, cl); err != nil {
+		return Result{}, err
+	}
+	return cl.res, cl.err
 }
