@@ -49,6 +49,10 @@ func Client() (*core.Client, func()) {
 		if err != nil {
 			log.Fatalf("embedded Redis: %v", err)
 		}
+		// Count TTLs down with the wall clock, as Redis does: left to
+		// itself, miniredis expires keys only when told to, and an idle
+		// client's limiter would then never go away.
+		mr.ClockTTL(true)
 		rdb = redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 		stop = mr.Close
 		log.Printf("REDIS_URL is unset: using an embedded Redis (miniredis) at %s; set REDIS_URL=redis://host:6379 to share limits between processes", mr.Addr())
