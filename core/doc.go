@@ -41,30 +41,45 @@
 //   - a missing or stale counter is rebuilt from the log instead of being
 //     reset to the full rate, and an empty log never makes a script fail;
 //   - permits below 1, zero intervals and garbage in Redis are typed errors;
-//   - a resent acquire (after a lost reply) never consumes twice;
+//   - a resent acquire (after a lost reply) never consumes twice while its
+//     first grant is in the window (see Idempotency);
 //   - a rate given in code (WithRate) is created or updated inside the
 //     decision itself: no "not initialized" race and no extra round trip;
 //   - TryAcquireWithin returns at once when the wait cannot fit.
 //
 // A Redisson client still stamps its own grants with its own clock.
 //
+// # Idempotency
+//
+// Each acquire carries a log member with a random id, chosen by the
+// caller. When go-redis resends a script whose reply was lost, the resend
+// finds its member in the log and reports the grant without taking the
+// permits again. The log remembers a grant only while it is in the window:
+// a resend that reaches Redis one Interval or more after the first grant
+// takes the permits again. Release is not idempotent.
+//
 // # Cost
 //
-// The allowed path of a limiter with a rate in code is one round trip
-// running six Redis commands (HMGET, TIME, ZRANGEBYSCORE, INCRBY, PTTL,
-// ZADD); the first decision of a new limiter is one round trip too. Its keys
-// get their TTL again only when it falls below one interval, so they live
-// between one interval (after which an idle limiter is full again, as if
-// new) and KeepAlive past the last grant.
+// A decision is one round trip. On the allowed path of a limiter with a
+// rate in code, the script runs seven Redis commands (HMGET, TIME,
+// ZRANGEBYSCORE, GET, PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when
+// grants left the window), whatever the rate: it reads the counter before
+// writing, so that a denial writes nothing unless it changes the state (a
+// grant that left the window, a counter rebuilt). A grant renews the keys'
+// TTLs when the log is new or its TTL is below one interval, so every key
+// lives at least one interval past each grant (after which an idle limiter
+// is full again, as if new) and at most KeepAlive past the last one. The
+// first decision of a new limiter is one round trip too.
 //
 // Two things keep Redis out of the way:
 //   - the local denial cache (WithDenialCache): a request denied by Redis is
 //     denied again from memory, with no round trip, until the exact time
 //     Redis gave, so an abusive client costs Redis nothing;
 //   - coalescing (WithCoalescing): when all round trips in flight are busy,
-//     concurrent decisions share the next one as a pipeline, so throughput
-//     grows with concurrency instead of with connections, while a lone
-//     caller still makes its own round trip at once.
+//     concurrent decisions share the next one as a pipeline, and the
+//     acquires on one limiter among them share one script call, which reads
+//     the config, the clock and the log once and adds a log member per
+//     grant; a lone caller still makes its own round trip at once.
 //
 // A log entry costs Redis about 120 bytes, as in Redisson: a full window of
 // 100 000 permits is about 12 MB.

@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,6 +64,116 @@ func PerMinute(n int64) Rate { return Rate{Permits: n, Interval: time.Minute} }
 
 // PerHour returns a rate of n permits per hour.
 func PerHour(n int64) Rate { return Rate{Permits: n, Interval: time.Hour} }
+
+// PerDay returns a rate of n permits per 24 hours.
+func PerDay(n int64) Rate { return Rate{Permits: n, Interval: day} }
+
+const day = 24 * time.Hour
+
+// ParseRate parses a rate written as permits/interval, as in configuration
+// files and environment variables: "10/s", "100/m", "1000/h", "5000/d",
+// "50/10s", "3/500ms", "20/1m30s". The interval is a unit (s, m, h or d for
+// one second, minute, hour or day), or a Go duration (time.ParseDuration)
+// that may also count days ("2d"). Options may follow, separated by spaces:
+// "per-client" for a PerClient rate, and "keepalive=" with a duration. The
+// rate is validated: errors wrap ErrInvalidRate.
+func ParseRate(s string) (Rate, error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return Rate{}, fmt.Errorf("%w: empty rate", ErrInvalidRate)
+	}
+	permits, interval, ok := strings.Cut(fields[0], "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("%w: %q is not permits/interval, such as 100/m", ErrInvalidRate, s)
+	}
+	var r Rate
+	var err error
+	if r.Permits, err = strconv.ParseInt(permits, 10, 64); err != nil {
+		return Rate{}, fmt.Errorf("%w: permits %q in %q", ErrInvalidRate, permits, s)
+	}
+	if r.Interval, err = parseInterval(interval); err != nil {
+		return Rate{}, fmt.Errorf("%w: interval %q in %q", ErrInvalidRate, interval, s)
+	}
+	for _, opt := range fields[1:] {
+		switch k, v, _ := strings.Cut(opt, "="); {
+		case opt == "per-client":
+			r.Type = PerClient
+		case k == "keepalive" && v != "":
+			if r.KeepAlive, err = parseInterval(v); err != nil {
+				return Rate{}, fmt.Errorf("%w: keepalive %q in %q", ErrInvalidRate, v, s)
+			}
+		default:
+			return Rate{}, fmt.Errorf("%w: unknown option %q in %q (per-client, keepalive=<duration>)", ErrInvalidRate, opt, s)
+		}
+	}
+	return r, r.Validate()
+}
+
+// parseInterval parses a unit (s, m, h, d) or a duration that may count days.
+func parseInterval(s string) (time.Duration, error) {
+	switch s {
+	case "s":
+		return time.Second, nil
+	case "m":
+		return time.Minute, nil
+	case "h":
+		return time.Hour, nil
+	case "d":
+		return day, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 1 || n > math.MaxInt64/int64(day) {
+			return 0, fmt.Errorf("bad day count %q", days)
+		}
+		return time.Duration(n) * day, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// formatInterval writes d as ParseRate reads it, shortest first.
+func formatInterval(d time.Duration) string {
+	switch {
+	case d == time.Second:
+		return "s"
+	case d == time.Minute:
+		return "m"
+	case d == time.Hour:
+		return "h"
+	case d == day:
+		return "d"
+	case d > 0 && d%day == 0:
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	return d.String()
+}
+
+// MarshalText writes r as ParseRate reads it, as in "100/m" or
+// "10/s per-client keepalive=1m". It fails on a rate that Validate rejects.
+func (r Rate) MarshalText() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	s := strconv.FormatInt(r.Permits, 10) + "/" + formatInterval(r.Interval)
+	if r.Type == PerClient {
+		s += " per-client"
+	}
+	if r.KeepAlive > 0 {
+		s += " keepalive=" + formatInterval(r.KeepAlive)
+	}
+	return []byte(s), nil
+}
+
+// UnmarshalText sets r to the rate that ParseRate reads from text, so a
+// Rate can be read from JSON, YAML or an environment variable.
+func (r *Rate) UnmarshalText(text []byte) error {
+	v, err := ParseRate(string(text))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
 
 // Validate reports why r cannot be used, as an error that wraps
 // ErrInvalidRate, or nil when it can.
