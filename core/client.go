@@ -26,11 +26,15 @@ type Client struct {
 	prefix   string
 	clientID string
 	clock    clock
-	denials  *denialCache          // nil when disabled
-	batch    *batcher              // the round trips (of each slot: see slots)
-	slots    *slotBatchers         // Cluster with coalescing: a batcher per slot
-	ctxIO    bool                  // rdb stops its I/O at a context's deadline
-	reload   func(context.Context) // Cluster: reload the slot map
+	denials  *denialCache  // nil when disabled
+	batch    *batcher      // the round trips (of each slot: see slots)
+	slots    *slotBatchers // Cluster with coalescing: a batcher per slot
+	ctxIO    bool          // rdb stops its I/O at a context's deadline
+	// acrossLimiters: the keys of several limiters may share a script call
+	// (one server, or a Cluster's batcher per slot; not a Ring's shards, nor
+	// a client this package does not know).
+	acrossLimiters bool
+	reload         func(context.Context) // Cluster: reload the slot map
 }
 
 // An Option configures a Client.
@@ -128,7 +132,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: honoursContext(rdb)}
+	var across bool
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		across = true
+	}
+	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
 	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
 		if o == nil {

@@ -9,42 +9,63 @@ import (
 	"time"
 )
 
-// acquireReply reads the acquire script's reply v to the acquires of one
-// call, in order, into rs. The reply is {now ms}, then the stored rate
-// (four values) when the limiter has no rate in code, then per acquire its
-// remaining permits when granted, or -1 - remaining, the retry ms and the
-// reset ms when denied (a retry of -1: more permits than the rate).
-func (l *Limiter) acquireReply(v []int64, calls []*call) error {
-	if err := replyError(v); err != nil {
+// acquireReply reads the acquire script's reply v into the calls of
+// groups, a group per limiter, in order. The reply is {now ms}, then per
+// limiter: for one without a rate in code, its status and, when OK, its
+// stored rate (four values); then per acquire its remaining permits when
+// granted, or -1 - remaining, the retry ms and the reset ms when denied (a
+// retry of -1: more permits than the rate).
+func acquireReply(v []int64, groups [][]*call) error {
+	if len(v) == 0 {
+		return errShortReply
+	}
+	if err := replyError(v[:1]); err != nil {
 		return err
 	}
-	at, rate := 1, Rate{}
-	if l.coded != nil {
-		rate = l.coded.rate
-	} else if len(v) >= 5 {
-		rate, at = parseRate(v[1:5]), 5
-	}
-	for _, cl := range calls {
-		if at >= len(v) {
-			return errShortReply
+	at := 1
+	for _, g := range groups {
+		l := g[0].l
+		rate := Rate{}
+		if l.coded != nil {
+			rate = l.coded.rate
+		} else {
+			if at >= len(v) {
+				return errShortReply
+			}
+			if err := replyError(v[at:]); err != nil {
+				for _, cl := range g {
+					cl.err = err
+				}
+				at++
+				continue
+			}
+			if at+5 > len(v) {
+				return errShortReply
+			}
+			rate, at = parseRate(v[at+1:at+5]), at+5
 		}
-		r := &cl.res
-		r.Rate, r.at = rate, v[0]
-		if n := v[at]; n >= 0 {
-			r.Allowed, r.Remaining, r.ResetAfter = true, n, rate.Interval
-			at++
-			continue
+		for _, cl := range g {
+			if at >= len(v) {
+				return errShortReply
+			}
+			r := &cl.res
+			r.Rate, r.at = rate, v[0]
+			if n := v[at]; n >= 0 {
+				r.Allowed, r.Remaining, r.ResetAfter = true, n, rate.Interval
+				at++
+				continue
+			}
+			if at+2 >= len(v) {
+				return errShortReply
+			}
+			if v[at+1] < 0 {
+				cl.err = fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, cl.permits, rate.Permits)
+			}
+			r.Remaining = -1 - v[at]
+			r.RetryAfter = time.Duration(v[at+1]) * time.Millisecond
+			r.ResetAfter = time.Duration(v[at+2]) * time.Millisecond
+			at += 3
 		}
-		if at+2 >= len(v) {
-			return errShortReply
-		}
-		if v[at+1] < 0 {
-			cl.err = fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, cl.permits, rate.Permits)
-		}
-		r.Remaining = -1 - v[at]
-		r.RetryAfter = time.Duration(v[at+1]) * time.Millisecond
-		r.ResetAfter = time.Duration(v[at+2]) * time.Millisecond
-		at += 3
 	}
 	return nil
 }

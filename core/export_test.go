@@ -19,9 +19,10 @@ func CachedDenials(c *Client) int64 {
 	return c.denials.n.Load()
 }
 
-// Acquire is one acquire of AcquireTogether: its permits and its log member
-// (Member makes one with a random id).
+// Acquire is one acquire of AcquireTogether: its limiter, permits and log
+// member (Member makes one with a random id).
 type Acquire struct {
+	Limiter *Limiter
 	Permits int64
 	Member  string
 }
@@ -29,17 +30,18 @@ type Acquire struct {
 // Member returns a log member for permits with a random id.
 func Member(permits int64) string { return newMember(permits) }
 
-// AcquireTogether decides acqs on l in one round trip, sharing one script
-// call, as coalescing does with acquires that queue up together.
-func AcquireTogether(ctx context.Context, l *Limiter, acqs []Acquire) ([]Result, []error, error) {
+// AcquireTogether decides acqs in one round trip, as coalescing does with
+// acquires that queue up together: the acquires on one limiter share a
+// group, and the limiters share a script call.
+func AcquireTogether(ctx context.Context, acqs []Acquire) ([]Result, []error, error) {
 	calls := make([]*call, len(acqs))
 	for i, a := range acqs {
-		calls[i] = &call{l: l, s: scriptAcquire, permits: a.Permits, member: a.Member}
+		if a.Limiter.err != nil {
+			return nil, nil, a.Limiter.err
+		}
+		calls[i] = &call{l: a.Limiter, s: scriptAcquire, permits: a.Permits, member: a.Member}
 	}
-	if l.err != nil {
-		return nil, nil, l.err
-	}
-	l.c.send(ctx, calls)
+	acqs[0].Limiter.c.send(ctx, calls)
 	res, errs := make([]Result, len(acqs)), make([]error, len(acqs))
 	for i, cl := range calls {
 		res[i], errs[i] = cl.res, cl.err
@@ -58,4 +60,13 @@ func AcquireMember(ctx context.Context, l *Limiter, permits int64, member string
 		return Result{}, err
 	}
 	return cl.res, cl.err
+}
+
+// ScriptCalls returns how many script calls a round trip of acqs makes.
+func ScriptCalls(acqs []Acquire) int {
+	calls := make([]*call, len(acqs))
+	for i, a := range acqs {
+		calls[i] = &call{l: a.Limiter, s: scriptAcquire}
+	}
+	return len(acqs[0].Limiter.c.plan(calls))
 }

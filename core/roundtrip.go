@@ -13,8 +13,8 @@ import (
 // A call is one script call on a limiter's keys, waiting for its reply.
 // Every script call of a Limiter is one, and every call goes through
 // Client.do: the call timeout, the deadline guard, coalescing, the NOSCRIPT
-// fallback and the Cluster slot-map reload are applied there, once. Acquires
-// on one limiter that are sent together share a single script call.
+// fallback and the Cluster slot-map reload are applied there, once.
+// Acquires sent together share script calls (see plan).
 type call struct {
 	l       *Limiter
 	s       *script
@@ -24,19 +24,6 @@ type call struct {
 	reply   []int64 // the script's reply, but for an acquire
 	res     Result  // an acquire's result
 	err     error
-}
-
-// finish gives the calls of one script call, cl first, its reply v or
-// its error.
-func (cl *call) finish(calls []*call, v []int64, err error) {
-	if err == nil && cl.s == scriptAcquire {
-		err = cl.l.acquireReply(v, calls)
-	}
-	for _, c := range calls {
-		if c.err == nil {
-			c.reply, c.err = v, err
-		}
-	}
 }
 
 // maxShared bounds the acquires that share one script call.
@@ -51,53 +38,57 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	return c.failed(c.batcherFor(cl.l).do(ctx, cl))
 }
 
-// send makes one round trip for calls and gives each its reply or error:
-// acquires on the same limiter share a script call, several script calls go
-// as one pipeline, and a script the server does not have is sent again whole.
+// A scriptCall is one EVALSHA: either one call, or the acquires of one or
+// more limiters, a group per limiter.
+type scriptCall struct {
+	groups [][]*call
+	cmd    *redis.IntSliceCmd
+}
+
+// send makes one round trip for calls and gives each its reply or error.
+// The script calls go as one pipeline, and a script the server does not
+// have is sent again whole.
 func (c *Client) send(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
-		cl := calls[0]
-		cmd := cl.command(ctx, nil, false)
-		_ = c.rdb.Process(ctx, cmd)
-		if isNoScript(cmd.Err()) {
-			cmd = cl.command(ctx, nil, true)
-			_ = c.rdb.Process(ctx, cmd)
+		sc := scriptCall{groups: [][]*call{calls}}
+		sc.cmd = sc.command(ctx, false)
+		_ = c.rdb.Process(ctx, sc.cmd)
+		if isNoScript(sc.cmd.Err()) {
+			sc.cmd = sc.command(ctx, true)
+			_ = c.rdb.Process(ctx, sc.cmd)
 		}
-		cl.finish(calls, cmd.Val(), c.failed(deadlineError(ctx, cmd.Err())))
+		sc.finish(c.failed(deadlineError(ctx, sc.cmd.Err())))
 		return
 	}
-	groups := shareCalls(calls)
-	cmds := make([]*redis.IntSliceCmd, len(groups))
-	for i, g := range groups {
-		cmds[i] = g[0].command(ctx, g[1:], false)
+	scs := c.plan(calls)
+	cmds := make([]redis.Cmder, len(scs))
+	for i, sc := range scs {
+		sc.cmd = sc.command(ctx, false)
+		cmds[i] = sc.cmd
 	}
 	c.pipeline(ctx, cmds)
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, i)
+	var again []redis.Cmder
+	for _, sc := range scs {
+		if isNoScript(sc.cmd.Err()) {
+			sc.cmd = sc.command(ctx, true)
+			again = append(again, sc.cmd)
 		}
 	}
 	if len(again) > 0 {
-		resend := make([]*redis.IntSliceCmd, len(again))
-		for j, i := range again {
-			cmds[i] = groups[i][0].command(ctx, groups[i][1:], true)
-			resend[j] = cmds[i]
-		}
-		c.pipeline(ctx, resend)
+		c.pipeline(ctx, again)
 	}
 	var failed error
-	for i, g := range groups {
-		err := deadlineError(ctx, cmds[i].Err())
+	for _, sc := range scs {
+		err := deadlineError(ctx, sc.cmd.Err())
 		if err != nil && failed == nil {
 			failed = err
 		}
-		g[0].finish(g, cmds[i].Val(), err)
+		sc.finish(err)
 	}
 	_ = c.failed(failed)
 }
 
-func (c *Client) pipeline(ctx context.Context, cmds []*redis.IntSliceCmd) {
+func (c *Client) pipeline(ctx context.Context, cmds []redis.Cmder) {
 	if len(cmds) == 1 {
 		_ = c.rdb.Process(ctx, cmds[0])
 		return
@@ -109,9 +100,34 @@ func (c *Client) pipeline(ctx context.Context, cmds []*redis.IntSliceCmd) {
 	_, _ = pipe.Exec(ctx)
 }
 
-// shareCalls groups calls into script calls: the acquires on one limiter
-// (up to maxShared) share one, in their order; every other call is its own.
-func shareCalls(calls []*call) [][]*call {
+// plan turns calls into script calls. The acquires on one limiter (with the
+// same rate) share a group, in their order; the groups of acquires share a
+// script call, up to maxShared acquires, when the Client may put several
+// limiters' keys in one script call; every other call is its own.
+func (c *Client) plan(calls []*call) []*scriptCall {
+	var (
+		scs   []*scriptCall
+		shared *scriptCall // the script call of acquires still open
+		n      int         // acquires in it
+	)
+	for _, g := range groupCalls(calls) {
+		if g[0].s != scriptAcquire {
+			scs = append(scs, &scriptCall{groups: [][]*call{g}})
+			continue
+		}
+		if shared == nil || !c.acrossLimiters || n+len(g) > maxShared {
+			shared, n = &scriptCall{}, 0
+			scs = append(scs, shared)
+		}
+		shared.groups = append(shared.groups, g)
+		n += len(g)
+	}
+	return scs
+}
+
+// groupCalls groups the acquires on one limiter with the same rate (up to
+// maxShared), in their order; every other call is a group of its own.
+func groupCalls(calls []*call) [][]*call {
 	groups := make([][]*call, 0, len(calls))
 	open := make(map[string]int) // limiter name -> its group still open
 	for _, cl := range calls {
@@ -143,34 +159,53 @@ func sameRate(a, b *Limiter) bool {
 // rate given in code".
 var noArg = ""
 
-// command builds the script call of cl and, for an acquire, of the acquires
-// in more, which share it: EVALSHA, or EVAL with the whole script. Its
-// arguments point into the calls and the limiter, which outlive it.
-func (cl *call) command(ctx context.Context, more []*call, eval bool) *redis.IntSliceCmd {
-	l := cl.l
-	n := 3 + len(l.keys) + len(cl.args)
-	if cl.s == scriptAcquire {
-		n += 4 + 2*(1+len(more))
+// command builds the script call: EVALSHA, or EVAL with the whole script.
+// Its arguments point into the calls and their limiters, which outlive it.
+func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd {
+	first := sc.groups[0][0]
+	n := 3 + 5*len(sc.groups) + len(first.args)
+	if first.s == scriptAcquire {
+		for _, g := range sc.groups {
+			n += 5 + 2*len(g)
+		}
 	}
 	args := make([]any, 0, n)
 	if eval {
-		args = append(args, "eval", cl.s.src)
+		args = append(args, "eval", first.s.src)
 	} else {
-		args = append(args, "evalsha", cl.s.sha)
+		args = append(args, "evalsha", first.s.sha)
 	}
-	args = append(args, len(l.keys))
-	for i := range l.keys {
-		args = append(args, &l.keys[i])
+	args = append(args, 5*len(sc.groups))
+	for _, g := range sc.groups {
+		l := g[0].l
+		args = append(args, &l.keys[0], &l.keys[1], &l.keys[2], &l.keys[3], &l.keys[4])
 	}
-	if cl.s == scriptAcquire {
-		args = l.appendRateArgs(args)
-		args = append(args, &cl.permits, &cl.member)
-		for _, m := range more {
-			args = append(args, &m.permits, &m.member)
+	if first.s != scriptAcquire {
+		return redis.NewIntSliceCmd(ctx, append(args, first.args...)...)
+	}
+	for _, g := range sc.groups {
+		args = g[0].l.appendRateArgs(args)
+		args = append(args, len(g))
+		for _, cl := range g {
+			args = append(args, &cl.permits, &cl.member)
 		}
 	}
-	args = append(args, cl.args...)
 	return redis.NewIntSliceCmd(ctx, args...)
+}
+
+// finish gives every call of sc its result, or err.
+func (sc *scriptCall) finish(err error) {
+	v := sc.cmd.Val()
+	if err == nil && sc.groups[0][0].s == scriptAcquire {
+		err = acquireReply(v, sc.groups)
+	}
+	for _, g := range sc.groups {
+		for _, cl := range g {
+			if cl.err == nil {
+				cl.reply, cl.err = v, err
+			}
+		}
+	}
 }
 
 // appendRateArgs appends the rate given in code, or four empty arguments.

@@ -257,72 +257,92 @@ func TestRetryAfterIsExact(t *testing.T) {
 }
 
 // Acquires decided together in one script call (as coalescing sends the
-// acquires on one limiter that queue up together) get exactly the results of
-// the same calls made one by one: the same grants and denials and remaining
-// permits, one log member per grant, a resend among them takes nothing, and
-// each denial's retry and reset times are those of the same grant leaving
-// the window. (The calls one by one run later, and their grants have later
-// times: a time is compared as "the grant whose expiry it is".)
+// acquires that queue up together: those on one limiter in a group, several
+// limiters in one call) get exactly the results of the same calls made one by
+// one: the same grants and denials and remaining permits, one log member per
+// grant, a resend among them takes nothing, and each denial's retry and reset
+// times are those of the same grant leaving the window. (The calls one by one
+// run later, and their grants have later times: a time is compared as "the
+// grant whose expiry it is".)
 func TestAcquiresTogetherMatchOneByOne(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		seed := rand.Uint64()
 		rng := rand.New(rand.NewPCG(seed, seed))
 		c := e.client(t, core.WithDenialCache(false))
+		// A hash tag keeps a round's limiters in one Cluster slot, as the
+		// Client's batcher per slot does.
+		tag := "{" + uniqueName(t) + "}"
 		for round := range 20 {
-			typ := core.RateType(rng.IntN(2))
-			r := rate(typ, 2+rng.Int64N(12), time.Minute)
-			together := c.Limiter(uniqueName(t), core.WithRate(r))
-			alone := c.Limiter(uniqueName(t), core.WithRate(r))
-			// The same history on both, remembered for resends; the grant times
-			// of each, in order.
-			var earlier []core.Acquire
-			var timesT, timesA []time.Time
-			for range rng.IntN(int(r.Permits)) {
-				a := core.Acquire{Permits: 1, Member: core.Member(1)}
-				rt, err := core.AcquireMember(bg, together, a.Permits, a.Member)
-				require.NoError(t, err)
-				ra, err := core.AcquireMember(bg, alone, a.Permits, a.Member)
-				require.NoError(t, err)
-				require.True(t, rt.Allowed && ra.Allowed)
-				timesT, timesA = append(timesT, core.DecisionTime(rt)), append(timesA, core.DecisionTime(ra))
-				earlier = append(earlier, a)
-				if !e.virtual() {
-					time.Sleep(2 * time.Millisecond) // distinct grant times
-				}
+			type twin struct {
+				r               core.Rate
+				together, alone *core.Limiter
+				earlier         []core.Acquire // history, for resends
+				timesT, timesA  []time.Time    // grant times of each, in order
 			}
-			acqs := make([]core.Acquire, 1+rng.IntN(16))
+			twins := make([]*twin, 1+rng.IntN(3))
+			for k := range twins {
+				r := rate(core.RateType(rng.IntN(2)), 2+rng.Int64N(12), time.Minute)
+				if rng.IntN(4) == 0 {
+					r.Permits = core.MaxPermits // never denied
+				}
+				tw := &twin{r: r,
+					together: c.Limiter(tag+uniqueName(t), core.WithRate(r)),
+					alone:    c.Limiter(tag+uniqueName(t), core.WithRate(r))}
+				for range rng.IntN(int(min(r.Permits, 12))) {
+					m := core.Member(1)
+					rt, err := core.AcquireMember(bg, tw.together, 1, m)
+					require.NoError(t, err)
+					ra, err := core.AcquireMember(bg, tw.alone, 1, m)
+					require.NoError(t, err)
+					require.True(t, rt.Allowed && ra.Allowed)
+					tw.timesT = append(tw.timesT, core.DecisionTime(rt))
+					tw.timesA = append(tw.timesA, core.DecisionTime(ra))
+					tw.earlier = append(tw.earlier, core.Acquire{Limiter: tw.together, Permits: 1, Member: m})
+					if !e.virtual() {
+						time.Sleep(2 * time.Millisecond) // distinct grant times
+					}
+				}
+				twins[k] = tw
+			}
+			acqs := make([]core.Acquire, 1+rng.IntN(24))
+			of := make([]*twin, len(acqs))
 			resend := make([]bool, len(acqs))
 			for i := range acqs {
-				p := 1 + rng.Int64N(min(3, r.Permits))
-				acqs[i] = core.Acquire{Permits: p, Member: core.Member(p)}
-				if len(earlier) > 0 && rng.IntN(5) == 0 {
-					acqs[i], resend[i] = earlier[rng.IntN(len(earlier))], true
+				tw := twins[rng.IntN(len(twins))]
+				p := 1 + rng.Int64N(min(3, tw.r.Permits))
+				acqs[i], of[i] = core.Acquire{Limiter: tw.together, Permits: p, Member: core.Member(p)}, tw
+				if len(tw.earlier) > 0 && rng.IntN(5) == 0 {
+					acqs[i], resend[i] = tw.earlier[rng.IntN(len(tw.earlier))], true
 				}
 			}
-			got, errs, err := core.AcquireTogether(bg, together, acqs)
+			require.Equal(t, 1, core.ScriptCalls(acqs), "one script call")
+			got, errs, err := core.AcquireTogether(bg, acqs)
 			require.NoError(t, err)
 			want := make([]core.Result, len(acqs))
 			for i, a := range acqs {
-				msg := []any{"seed %d, round %d, acquire %d of %d (%d permits, rate %v)", seed, round, i, len(acqs), a.Permits, r}
+				tw := of[i]
+				msg := []any{"seed %d, round %d, acquire %d of %d (%d permits, rate %v)", seed, round, i, len(acqs), a.Permits, tw.r}
 				require.NoError(t, errs[i], msg...)
-				want[i], err = core.AcquireMember(bg, alone, a.Permits, a.Member)
+				want[i], err = core.AcquireMember(bg, tw.alone, a.Permits, a.Member)
 				require.NoError(t, err, msg...)
 				assert.Equal(t, want[i].Allowed, got[i].Allowed, msg...)
 				assert.Equal(t, want[i].Remaining, got[i].Remaining, msg...)
 				if got[i].Allowed && !resend[i] {
-					timesT, timesA = append(timesT, core.DecisionTime(got[i])), append(timesA, core.DecisionTime(want[i]))
+					tw.timesT = append(tw.timesT, core.DecisionTime(got[i]))
+					tw.timesA = append(tw.timesA, core.DecisionTime(want[i]))
 				}
-			}
-			// The same grant leaves the window at both times.
-			sameGrant := func(atT, atA time.Time) bool {
-				for k := range timesT {
-					if timesT[k].Add(r.Interval).Equal(atT) && timesA[k].Add(r.Interval).Equal(atA) {
-						return true
-					}
-				}
-				return false
 			}
 			for i := range acqs {
+				tw := of[i]
+				// sameGrant: the same grant leaves the window at both times.
+				sameGrant := func(atT, atA time.Time) bool {
+					for k := range tw.timesT {
+						if tw.timesT[k].Add(tw.r.Interval).Equal(atT) && tw.timesA[k].Add(tw.r.Interval).Equal(atA) {
+							return true
+						}
+					}
+					return false
+				}
 				if got[i].Allowed {
 					assert.Zero(t, got[i].RetryAfter)
 					continue
@@ -334,12 +354,15 @@ func TestAcquiresTogetherMatchOneByOne(t *testing.T) {
 					assert.True(t, sameGrant(dt.Add(got[i].ResetAfter), da.Add(want[i].ResetAfter)), msg...)
 				}
 			}
-			n1, err := e.rdb.ZCard(bg, core.Keys(together)[3+int(typ)]).Result()
-			require.NoError(t, err)
-			n2, err := e.rdb.ZCard(bg, core.Keys(alone)[3+int(typ)]).Result()
-			require.NoError(t, err)
-			assert.Equal(t, n2, n1, "one log member per grant")
-			assert.Equal(t, available(t, alone), available(t, together))
+			for _, tw := range twins {
+				log := 3 + int(tw.r.Type)
+				n1, err := e.rdb.ZCard(bg, core.Keys(tw.together)[log]).Result()
+				require.NoError(t, err)
+				n2, err := e.rdb.ZCard(bg, core.Keys(tw.alone)[log]).Result()
+				require.NoError(t, err)
+				assert.Equal(t, n2, n1, "one log member per grant")
+				assert.Equal(t, available(t, tw.alone), available(t, tw.together))
+			}
 		}
 	})
 }

@@ -1,195 +1,215 @@
--- acquire.lua: decides one or more acquires on one limiter, in the order
--- given, each exactly as if it were a call of its own. Prepended with lib.lua.
+-- acquire.lua: decides acquires on one or more limiters, in the order given,
+-- each exactly as if it were a call of its own. Prepended with lib.lua.
 --
--- ARGV[1..4]: the rate given in code (rate, interval ms, type, keepAlive ms),
--- or four empty strings for the rate stored in the config hash. Then each
--- acquire's permits and log member: ARGV[5], ARGV[6], then ARGV[7], ARGV[8]...
+-- KEYS: five per limiter (see lib.lua). ARGV, per limiter: the rate given in
+-- code (rate, interval ms, type, keepAlive ms) or four empty strings for the
+-- rate stored in the config hash; the number of its acquires; then each
+-- acquire's permits and log member.
 --
--- Reply: {now ms}, and for a stored rate {rate, interval ms, type, keepAlive
--- ms}, then for each acquire either its remaining permits (>= 0: granted,
--- also when an earlier send of the same member was, as a resend never takes
--- twice), or -1 - remaining, the retry ms and the reset ms (denied; a retry
--- of -1: more permits than the rate). Or {NOT_INITIALIZED} or
--- {INVALID_CONFIG}: codes are small, a time in ms is not. Replies are short
--- because every value costs Redis time.
+-- Reply: {now ms}, then per limiter: for a stored rate its status (OK, or
+-- NOT_INITIALIZED or INVALID_CONFIG, and nothing more) and the rate (rate,
+-- interval ms, type, keepAlive ms); then for each acquire either its
+-- remaining permits (>= 0: granted, also when an earlier send of the same
+-- member was: a resend never takes twice), or -1 - remaining, the retry ms
+-- and the reset ms (denied; a retry of -1: more permits than the rate).
+-- Replies are short because every value costs Redis time.
 --
--- The allowed path of a rate given in code runs HMGET, TIME, ZRANGEBYSCORE,
--- GET, PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when grants left the
--- window; acquires decided together share all of it. A denial writes nothing
--- unless the state changes (grants that left the window are dropped, a wrong
--- counter is rebuilt). A grant renews the TTL of every key when the log's is
--- below one interval or the log is new, so each key lives at least one
--- interval past every grant (after that an idle limiter is full again, as if
--- new) and at most keepAlive past the last one.
+-- The allowed path of a rate given in code runs HMGET, GET, ZRANGEBYSCORE,
+-- PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when grants left the window,
+-- and TIME once per call: the acquires on one limiter decided together share
+-- all of it but the ZADD, and limiters decided together share the call. A
+-- denial writes nothing unless it changes the state (grants that left the
+-- window are dropped, a wrong counter is rebuilt). A grant renews the TTL of
+-- every key when the log's is below one interval or the log is new, so each
+-- key lives at least one interval past every grant (after that an idle
+-- limiter is full again, as if new) and at most keepAlive past the last one.
 
-local c = redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
 local t = redis.call('TIME')
 local us = tonumber(t[2])
 local now = t[1] * 1000 + (us - us % 1000) / 1000
-local coded = ARGV[1] ~= ''
-local L -- the library, built on the paths that need it
-local rate, interval, typ
-local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
-local stored -- the stored config, when the rate is not given in code
-local fresh = false -- a new limiter: no state to read
-local rebuild = false -- the config was missing: the counter is rebuilt from the log
-local config_written = false -- the config's TTL is fresh
-
-if coded and c[1] == ARGV[1] and c[2] == ARGV[2] and c[3] == ARGV[3] and c[4] == ARGV[4] then
-  rate, interval, typ, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-elseif coded then
-  -- First use, an expired or evicted config, or a rate changed in code: create
-  -- or update it here (no "not initialized" race), keeping the history of the
-  -- same rate type.
-  L = lib()
-  local new = L.argv_config(1)
-  rate, interval, typ, keep = new[1], new[2], new[3], ARGV[4]
-  local old = L.parse_config(c)
-  if old == nil then
-    local vkey, pkey = state_keys(typ)
-    fresh = redis.call('EXISTS', vkey, pkey) == 0
-    rebuild = not fresh
-    L.write_config(new)
-  else
-    L.change_config(old, new, true, now)
-  end
-  config_written = true
-else
-  L = lib()
-  stored = L.parse_config(c)
-  if stored == nil then
-    return { NOT_INITIALIZED }
-  elseif stored == false then
-    return { INVALID_CONFIG }
-  end
-  rate, interval, typ = stored[1], stored[2], stored[3]
-end
-
-local vkey, pkey = state_keys(typ)
--- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
-local v, rewrite, ttl, released = rate, true, -2, 0
-if not fresh then
-  v, rewrite, ttl, released = load_state(vkey, pkey, rate, now - interval, rebuild)
-end
-
--- The common case, straight-line: one acquire with a rate given in code,
--- granted, with no key to fix or renew.
-local single = #ARGV == 6
-if single and coded and not rewrite and ttl >= interval then
-  local n = ARGV[5] == '1' and 1 or tonumber(ARGV[5])
-  if v >= n then
-    if redis.call('ZADD', pkey, 'NX', now, ARGV[6]) == 0 then
-      return { now, v } -- granted by an earlier send: take nothing
-    end
-    local r
-    if released == 0 then
-      r = redis.pcall('DECRBY', vkey, ARGV[5])
-    else
-      r = redis.pcall('INCRBY', vkey, released - n)
-    end
-    if type(r) ~= 'number' then
-      -- A counter Redis cannot add to: write it whole.
-      lib().save_state(vkey, pkey, v - n, keep)
-      redis.call('PEXPIRE', KEYS[1], keep)
-    end
-    return { now, v - n }
-  end
-end
-
--- Every other case: acquires one by one, then one write of each key.
-L = L or lib()
 local out = { now }
-if stored then
-  out = { now, rate, interval, tonumber(typ), stored[4] }
-end
-local known -- several acquires: the members the log already holds
-if not single and not fresh then
-  local members = {}
-  for i = 6, #ARGV, 2 do
-    members[#members + 1] = ARGV[i]
-  end
-  known = redis.call('ZMSCORE', pkey, unpack(members))
-end
+local L -- the library, built on the paths that need it
 
-local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
-for i = 5, #ARGV, 2 do
-  local n, m = tonumber(ARGV[i]), ARGV[i + 1]
-  local grant = v >= n
-  if n > rate then
-    out[#out + 1] = -1 - v
-    out[#out + 1] = -1
-    out[#out + 1] = 0
-  elseif known and known[(i - 3) / 2] or not grant and single and redis.call('ZSCORE', pkey, m) then
-    out[#out + 1] = v -- granted by an earlier send: take nothing
+-- decide decides the acquires of the limiter whose keys follow KEYS[o] and
+-- whose arguments start at ARGV[a], appends their values to out, and
+-- returns where the next limiter's arguments start.
+local function decide(o, a)
+  local m = ARGV[a + 4] == '1' and 1 or tonumber(ARGV[a + 4])
+  local after = a + 5 + 2 * m
+  local c = redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
+  local coded = ARGV[a] ~= ''
+  local rate, interval, typ
+  local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
+  local stored -- the stored config, when the rate is not given in code
+  local fresh = false -- a new limiter: no state to read
+  local rebuild = false -- the config was missing: rebuild the counter from the log
+  local config_written = false -- the config's TTL is fresh
+
+  if coded and c[1] == ARGV[a] and c[2] == ARGV[a + 1] and c[3] == ARGV[a + 2] and c[4] == ARGV[a + 3] then
+    rate, interval, typ, keep = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
+  elseif coded then
+    -- First use, an expired or evicted config, or a rate changed in code:
+    -- create or update it here (no "not initialized" race), keeping the
+    -- history of the same rate type.
+    L = L or lib()
+    local new = L.argv_config(a)
+    rate, interval, typ, keep = new[1], new[2], new[3], ARGV[a + 3]
+    local old = L.parse_config(c)
+    if old == nil then
+      local vkey, pkey = state_keys(o, typ)
+      fresh = redis.call('EXISTS', vkey, pkey) == 0
+      rebuild = not fresh
+      L.write_config(o, new)
+    else
+      L.change_config(o, old, new, true, now)
+    end
+    config_written = true
   else
-    local at, freed
-    if not grant then
-      -- Denied, unless the counter lags behind the log: the permits come
-      -- back as the oldest grants leave the window, then this call's grants.
-      at, freed = L.walk(pkey, n - v)
-      if typ == '1' and not coded then
-        -- Another client may have changed this per-client rate, which this
-        -- counter then lags behind. When the walk read the whole log, that
-        -- is known; else ZCARD proves the counter right when every grant
-        -- holds a permit, and up to 1000 members are read when not.
-        local live
-        if not at then
-          live = freed
-        else
-          local card = redis.call('ZCARD', pkey)
-          if v + card + granted < rate and card <= 1000 then
-            live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
+    L = L or lib()
+    stored = L.parse_config(c)
+    if stored == nil then
+      out[#out + 1] = NOT_INITIALIZED
+      return after
+    elseif stored == false then
+      out[#out + 1] = INVALID_CONFIG
+      return after
+    end
+    rate, interval, typ = stored[1], stored[2], stored[3]
+    local j = #out
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = OK, rate, interval, tonumber(typ), stored[4]
+  end
+
+  local vkey, pkey = state_keys(o, typ)
+  -- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
+  local v, rewrite, ttl, released = rate, true, -2, 0
+  if not fresh then
+    v, rewrite, ttl, released = load_state(vkey, pkey, rate, now - interval, rebuild)
+  end
+
+  -- The common case, straight-line: one acquire with a rate given in code,
+  -- granted, with no key to fix or renew.
+  if m == 1 and coded and not rewrite and ttl >= interval then
+    local n = ARGV[a + 5] == '1' and 1 or tonumber(ARGV[a + 5])
+    if v >= n then
+      if redis.call('ZADD', pkey, 'NX', now, ARGV[a + 6]) == 0 then
+        out[#out + 1] = v -- granted by an earlier send: take nothing
+        return after
+      end
+      local r
+      if released == 0 then
+        r = redis.pcall('DECRBY', vkey, ARGV[a + 5])
+      else
+        r = redis.pcall('INCRBY', vkey, released - n)
+      end
+      if type(r) ~= 'number' then
+        -- A counter Redis cannot add to: write it whole.
+        L = L or lib()
+        L.save_state(vkey, pkey, v - n, keep)
+        redis.call('PEXPIRE', KEYS[o + 1], keep)
+      end
+      out[#out + 1] = v - n
+      return after
+    end
+  end
+
+  -- Every other case: acquires one by one, then one write of each key.
+  L = L or lib()
+  local known -- several acquires: the members the log already holds
+  if m > 1 and not fresh then
+    local members = {}
+    for i = a + 6, after - 1, 2 do
+      members[#members + 1] = ARGV[i]
+    end
+    known = redis.call('ZMSCORE', pkey, unpack(members))
+  end
+
+  local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
+  for i = a + 5, after - 1, 2 do
+    local n, member = tonumber(ARGV[i]), ARGV[i + 1]
+    local grant = v >= n
+    if n > rate then
+      out[#out + 1] = -1 - v
+      out[#out + 1] = -1
+      out[#out + 1] = 0
+    elseif known and known[(i - a - 3) / 2] or not grant and m == 1 and redis.call('ZSCORE', pkey, member) then
+      out[#out + 1] = v -- granted by an earlier send: take nothing
+    else
+      local at, freed
+      if not grant then
+        -- Denied, unless the counter lags behind the log: the permits come
+        -- back as the oldest grants leave the window, then this call's grants.
+        at, freed = L.walk(pkey, n - v)
+        if typ == '1' and not coded then
+          -- Another client may have changed this per-client rate, which this
+          -- counter then lags behind. When the walk read the whole log, that
+          -- is known; else ZCARD proves the counter right when every grant
+          -- holds a permit, and up to 1000 members are read when not.
+          local live
+          if not at then
+            live = freed
+          else
+            local card = redis.call('ZCARD', pkey)
+            if v + card + granted < rate and card <= 1000 then
+              live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
+            end
+          end
+          if live and v + live + granted < rate then
+            v, rewrite = rate - live - granted, true
+            at = L.walk(pkey, n - v)
           end
         end
-        if live and v + live + granted < rate then
-          v, rewrite = rate - live - granted, true
-          at = L.walk(pkey, n - v)
+        grant = v >= n
+      end
+      if grant then
+        v, granted = v - n, granted + n
+        adds[#adds + 1] = now
+        adds[#adds + 1] = member
+        out[#out + 1] = v
+      else
+        local retry, reset = interval, interval
+        if at then
+          retry = math.max(1, math.min(at + interval - now, interval))
         end
-      end
-      grant = v >= n
-    end
-    if grant then
-      v, granted = v - n, granted + n
-      adds[#adds + 1] = now
-      adds[#adds + 1] = m
-      out[#out + 1] = v
-    else
-      local retry, reset = interval, interval
-      if at then
-        retry = math.max(1, math.min(at + interval - now, interval))
-      end
-      if granted == 0 then
-        local last = L.newest(pkey)
-        reset = retry
-        if last then
-          reset = math.max(retry, math.min(last + interval - now, interval))
+        if granted == 0 then
+          local last = L.newest(pkey)
+          reset = retry
+          if last then
+            reset = math.max(retry, math.min(last + interval - now, interval))
+          end
         end
+        out[#out + 1] = -1 - v
+        out[#out + 1] = retry
+        out[#out + 1] = reset
       end
-      out[#out + 1] = -1 - v
-      out[#out + 1] = retry
-      out[#out + 1] = reset
     end
   end
-end
 
-if granted > 0 and redis.call('ZADD', pkey, 'NX', unpack(adds)) == 0 and single then
-  -- Granted by an earlier send of this acquire: take nothing.
-  v, granted = v + granted, 0
-  out[#out] = v
-end
-
--- The counter: written whole with every key's TTL renewed when needed,
--- else moved by what this call changed, keeping its TTL.
-local renew = rewrite or ttl == -1 or (granted > 0 and (ttl < interval or not coded))
-if not renew and granted ~= released then
-  renew = type(redis.pcall('INCRBY', vkey, released - granted)) ~= 'number'
-end
-if renew then
-  if stored then
-    keep = L.state_ttl(stored)
-  elseif not config_written then
-    redis.call('PEXPIRE', KEYS[1], keep)
+  if granted > 0 and redis.call('ZADD', pkey, 'NX', unpack(adds)) == 0 and m == 1 then
+    -- Granted by an earlier send of this acquire: take nothing.
+    v, granted = v + granted, 0
+    out[#out] = v
   end
-  L.save_state(vkey, pkey, v, keep)
+
+  -- The counter: written whole with every key's TTL renewed when needed,
+  -- else moved by what this call changed, keeping its TTL.
+  local renew = rewrite or ttl == -1 or (granted > 0 and (ttl < interval or not coded))
+  if not renew and granted ~= released then
+    renew = type(redis.pcall('INCRBY', vkey, released - granted)) ~= 'number'
+  end
+  if renew then
+    if stored then
+      keep = L.state_ttl(o, stored)
+    elseif not config_written then
+      redis.call('PEXPIRE', KEYS[o + 1], keep)
+    end
+    L.save_state(vkey, pkey, v, keep)
+  end
+  return after
+end
+
+local a, o = 1, 0
+while a <= #ARGV do
+  a = decide(o, a)
+  o = o + 5
 end
 return out

@@ -3,7 +3,7 @@
 -- empty strings. Reply: {OK, available, rate, interval, type, keepAlive}.
 
 local L = lib()
-local cfg = L.read_config()
+local cfg = L.read_config(0)
 if cfg == nil and ARGV[1] ~= '' then
   cfg = L.argv_config(1)
   return { OK, cfg[1], cfg[1], cfg[2], tonumber(cfg[3]), cfg[4] }
@@ -14,7 +14,7 @@ elseif cfg == false then
 end
 
 local rate, cutoff = cfg[1], L.now_ms() - cfg[2]
-local vkey, pkey = state_keys(cfg[3])
+local vkey, pkey = state_keys(0, cfg[3])
 local live = function()
   return sum_permits(redis.call('ZRANGEBYSCORE', pkey, '(' .. L.fmt(cutoff), '+inf'))
 end

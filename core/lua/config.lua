@@ -1,7 +1,7 @@
 -- config.lua: the stored rate, checked by the same rules as every script.
 -- Reply: {OK, rate, interval, type, keepAlive}.
 
-local cfg = lib().read_config()
+local cfg = lib().read_config(0)
 if cfg == nil then
   return { NOT_INITIALIZED }
 elseif cfg == false then

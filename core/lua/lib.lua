@@ -4,9 +4,10 @@
 -- a script calls on the paths that need them, so a decision does not pay for
 -- closures it does not use.
 --
--- Keys (all in one Cluster hash slot):
---   KEYS[1] config hash   KEYS[2] value   KEYS[3] value:<client>
---   KEYS[4] permits zset  KEYS[5] permits:<client>
+-- Keys: five per limiter (all in one Cluster hash slot), after an offset o
+-- (0 for the first limiter of a call, 5 for the second, and so on):
+--   KEYS[o+1] config hash   KEYS[o+2] value   KEYS[o+3] value:<client>
+--   KEYS[o+4] permits zset  KEYS[o+5] permits:<client>
 
 -- Reply codes: the first element of every reply.
 local OK, NOT_INITIALIZED, INVALID_CONFIG = 0, 1, 2
@@ -31,13 +32,13 @@ local function sum_permits(members)
   return sum
 end
 
--- state_keys returns the counter and log keys of a rate type ('0' Overall,
--- '1' PerClient: this client's own).
-local function state_keys(typ)
+-- state_keys returns the counter and log keys, after offset o, of a rate
+-- type ('0' Overall, '1' PerClient: this client's own).
+local function state_keys(o, typ)
   if typ == '1' then
-    return KEYS[3], KEYS[5]
+    return KEYS[o + 3], KEYS[o + 5]
   end
-  return KEYS[2], KEYS[4]
+  return KEYS[o + 2], KEYS[o + 4]
 end
 
 -- load_state returns the permits available now: the counter vkey, with the
@@ -111,11 +112,11 @@ local function lib()
     return { rate, interval, c[3], keep }
   end
 
-  local function read_config()
-    return parse_config(redis.call('HMGET', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime'))
+  local function read_config(o)
+    return parse_config(redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime'))
   end
 
-  -- argv_config reads a rate from ARGV[i..i+3] (validated by the caller).
+  -- argv_config reads a rate from ARGV[i..i+3] (validated by the Go side).
   local function argv_config(i)
     return { tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]) }
   end
@@ -124,12 +125,12 @@ local function lib()
   -- state_ttl returns the TTL (ms) that every written key gets: keepAlive
   -- (which also slides the config's own TTL), else the config's TTL, else
   -- one interval, after which an idle limiter's state equals a fresh one.
-  local function state_ttl(cfg)
+  local function state_ttl(o, cfg)
     if cfg[4] > 0 then
-      redis.call('PEXPIRE', KEYS[1], cfg[4])
+      redis.call('PEXPIRE', KEYS[o + 1], cfg[4])
       return cfg[4]
     end
-    local ttl = redis.call('PTTL', KEYS[1])
+    local ttl = redis.call('PTTL', KEYS[o + 1])
     if ttl > 0 then
       return ttl
     end
@@ -143,27 +144,27 @@ local function lib()
   end
 
   -- write_config stores cfg in the config hash. keepAlive 0 means no TTL.
-  local function write_config(cfg)
-    redis.call('HSET', KEYS[1], 'rate', fmt(cfg[1]), 'interval', fmt(cfg[2]),
+  local function write_config(o, cfg)
+    redis.call('HSET', KEYS[o + 1], 'rate', fmt(cfg[1]), 'interval', fmt(cfg[2]),
       'type', cfg[3], 'keepAliveTime', fmt(cfg[4]))
     if cfg[4] > 0 then
-      redis.call('PEXPIRE', KEYS[1], cfg[4])
+      redis.call('PEXPIRE', KEYS[o + 1], cfg[4])
     else
-      redis.call('PERSIST', KEYS[1])
+      redis.call('PERSIST', KEYS[o + 1])
     end
   end
 
   -- change_config replaces old (a config, false or nil) with new. With keep
   -- and the same type the history stays: value = max(0, rate - used in the new
   -- window). Otherwise this client's state of both types is cleared.
-  local function change_config(old, new, keep, now)
-    write_config(new)
+  local function change_config(o, old, new, keep, now)
+    write_config(o, new)
     if not keep or not old or old[3] ~= new[3] then
-      redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+      redis.call('DEL', KEYS[o + 2], KEYS[o + 3], KEYS[o + 4], KEYS[o + 5])
       return
     end
-    local vkey, pkey = state_keys(new[3])
-    save_state(vkey, pkey, load_state(vkey, pkey, new[1], now - new[2], true), state_ttl(new))
+    local vkey, pkey = state_keys(o, new[3])
+    save_state(vkey, pkey, load_state(vkey, pkey, new[1], now - new[2], true), state_ttl(o, new))
   end
 
   -- walk reads the log oldest-first until `need` permits would have come

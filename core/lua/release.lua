@@ -6,7 +6,7 @@
 
 local L = lib()
 local n = tonumber(ARGV[5])
-local cfg = L.read_config()
+local cfg = L.read_config(0)
 if cfg == nil and ARGV[1] ~= '' then
   return { OK, tonumber(ARGV[1]) } -- nothing was ever acquired
 elseif cfg == nil then
@@ -15,7 +15,7 @@ elseif cfg == false then
   return { INVALID_CONFIG }
 end
 
-local vkey, pkey = state_keys(cfg[3])
+local vkey, pkey = state_keys(0, cfg[3])
 local v = load_state(vkey, pkey, cfg[1], L.now_ms() - cfg[2], false)
 local removed = 0
 while removed < n do
@@ -37,5 +37,5 @@ while removed < n do
     end
   end
 end
-L.save_state(vkey, pkey, math.min(cfg[1], v + removed), L.state_ttl(cfg))
+L.save_state(vkey, pkey, math.min(cfg[1], v + removed), L.state_ttl(0, cfg))
 return { OK, math.min(cfg[1], v + removed) }

@@ -8,5 +8,5 @@ local L = lib()
 if ARGV[5] == 'update' and redis.call('EXISTS', KEYS[1]) == 0 then
   return { OK, 0 }
 end
-L.change_config(L.read_config(), L.argv_config(1), ARGV[5] == 'update', L.now_ms())
+L.change_config(0, L.read_config(0), L.argv_config(1), ARGV[5] == 'update', L.now_ms())
 return { OK, 1 }

@@ -4,5 +4,5 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return { OK, 0 }
 end
-lib().write_config({ tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]) })
+lib().write_config(0, { tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]) })
 return { OK, 1 }

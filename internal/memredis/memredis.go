@@ -47,37 +47,53 @@ func (hook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipeline
 	}
 }
 
-// replies caches one reply per interval argument (keyed by its pointer,
-// which is stable per rate): answering allocates nothing, so a benchmark
-// sees only the allocations of the code under test.
+// replies caches one reply per number of acquires: answering allocates
+// nothing, so a benchmark sees only the allocations of the code under test.
 var replies sync.Map
 
-// answer sets the reply of an acquire call (EVALSHA or EVAL, five keys, a
-// code-defined rate, then permits and a member per acquire): {now}, the
-// time of the first call with that interval, then Remaining (granted) per
-// acquire.
+// epoch is the "now" of every reply.
+var epoch = time.Now().UnixMilli()
+
+// answer sets the reply of an acquire call (EVALSHA or EVAL with five keys
+// per limiter and, per limiter, a code-defined rate, the number of
+// acquires, then permits and a member per acquire): {now}, then Remaining
+// (granted) per acquire.
 func answer(cmd redis.Cmder) error {
 	c, ok := cmd.(*redis.IntSliceCmd)
 	args := cmd.Args()
-	if !ok || len(args) < 14 || len(args)%2 != 0 || (args[0] != "evalsha" && args[0] != "eval") {
-		cmd.SetErr(errUnsupported)
-		return errUnsupported
+	if !ok || len(args) < 3 || (args[0] != "evalsha" && args[0] != "eval") {
+		return unsupported(cmd)
 	}
-	iv, ok := args[9].(*string)
-	if !ok || *iv == "" { // not a code-defined rate
-		cmd.SetErr(errUnsupported)
-		return errUnsupported
+	keys, ok := args[2].(int)
+	if !ok || keys < 5 || keys%5 != 0 || len(args) < 3+keys {
+		return unsupported(cmd)
 	}
-	acquires := (len(args) - 12) / 2
-	key := [2]any{iv, acquires}
-	reply, ok := replies.Load(key)
+	acquires := 0
+	for a := 3 + keys; a < len(args); {
+		interval, ok := args[a+1].(*string)
+		if !ok || *interval == "" || a+4 >= len(args) { // not a code-defined rate
+			return unsupported(cmd)
+		}
+		m, ok := args[a+4].(int)
+		if !ok {
+			return unsupported(cmd)
+		}
+		acquires += m
+		a += 5 + 2*m
+	}
+	reply, ok := replies.Load(acquires)
 	if !ok {
-		v := []int64{time.Now().UnixMilli()}
+		v := []int64{epoch}
 		for range acquires {
 			v = append(v, Remaining)
 		}
-		reply, _ = replies.LoadOrStore(key, v)
+		reply, _ = replies.LoadOrStore(acquires, v)
 	}
 	c.SetVal(reply.([]int64))
 	return nil
+}
+
+func unsupported(cmd redis.Cmder) error {
+	cmd.SetErr(errUnsupported)
+	return errUnsupported
 }
