@@ -106,7 +106,7 @@ func (c *Client) pipeline(ctx context.Context, cmds []redis.Cmder) {
 // limiters' keys in one script call; every other call is its own.
 func (c *Client) plan(calls []*call) []*scriptCall {
 	var (
-		scs   []*scriptCall
+		scs    []*scriptCall
 		shared *scriptCall // the script call of acquires still open
 		n      int         // acquires in it
 	)
