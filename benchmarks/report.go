@@ -141,19 +141,19 @@ func (r *report) capacity(scenario, cs string) string {
 	return orMissing(strings.Join(parts, "; "))
 }
 
-// scriptRatio is a's Redis time per script call ÷ b's, in scenario s, with
+// scriptRatio is a's Redis script time per decision ÷ b's, in scenario s, with
 // what each costs beyond "return 1" called the same way.
 func (r *report) scriptRatio(a, b row) string {
 	if e := erred(a, b); e != "" {
 		return e
 	}
-	s := fmt.Sprintf("**%s** (%s µs vs %s µs", ratio(a.perScriptCall(), b.perScriptCall()),
-		fixed(a.perScriptCall(), 2), fixed(b.perScriptCall(), 2))
+	s := fmt.Sprintf("**%s** (%s µs vs %s µs", ratio(a.perScriptDecision(), b.perScriptDecision()),
+		fixed(a.perScriptDecision(), 2), fixed(b.perScriptDecision(), 2))
 	oneA, okA := r.returnOne(a.Case)
 	oneB, okB := r.returnOne(b.Case)
 	if okA && okB && erred(oneA, oneB) == "" {
 		s += fmt.Sprintf("; beyond return 1 called the same way: %s µs vs %s µs",
-			fixed(a.perScriptCall()-oneA.perScriptCall(), 2), fixed(b.perScriptCall()-oneB.perScriptCall(), 2))
+			fixed(a.perScriptDecision()-oneA.perScriptDecision(), 2), fixed(b.perScriptDecision()-oneB.perScriptDecision(), 2))
 	}
 	return s + ")"
 }
@@ -217,7 +217,7 @@ func (r *report) targets() [][]string {
 		if other, ok2 := r.find("s", c.cs, c.lib, c.n); ok1 && ok2 {
 			fig = r.scriptRatio(acquire, other)
 		}
-		add("Script cost (s): redlimit's acquire ÷ "+c.what+", Redis µs per call", fig)
+		add("Script cost (s): redlimit's acquire ÷ "+c.what+", Redis script µs per decision", fig)
 	}
 
 	fig = missing
@@ -407,14 +407,15 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	r.requestTable(b)
 
 	fmt.Fprintf(b, "## Scenario s: %s\n\n", scenarioTitles["s"])
-	b.WriteString("Redis's own time per script call: usec ÷ calls of EVALSHA in INFO commandstats after CONFIG RESETSTAT, " +
+	b.WriteString("Redis's own script time per decision: usec of EVALSHA in INFO commandstats after CONFIG RESETSTAT, ÷ decisions, " +
 		"over 4 096 limiters far below their limits. *return 1* and the *straight-line* script " +
 		"(`lua/straightline.lua`: Redisson's layout work for one grant, HMGET, TIME, ZRANGEBYSCORE, INCRBY, PTTL, ZADD, " +
 		"no branches) are called directly, in pipelines of 32 EVALSHA from 4 goroutines, on config hashes and counters " +
-		"created first. The others are called through their library, one decision per call, from 64 goroutines over " +
-		"4 096 keys each decided once before: redlimit with coalescing on (its concurrent calls go as pipelines), " +
-		"the floor being *return 1* called that way. Redis's time per call depends on how the calls arrive " +
-		"(compare the two *return 1* rows); *beyond return 1* subtracts the floor called the same way.\n\n")
+		"created first: one decision per script call. The others are called through their library from 64 goroutines over " +
+		"4 096 keys each decided once before: one decision per call, but for redlimit with coalescing on, whose concurrent " +
+		"decisions share script calls (*script calls per decision*); the floor is *return 1* called that way. Redis's time " +
+		"per call depends on how the calls arrive (compare the two *return 1* rows); *beyond return 1* subtracts the floor " +
+		"called the same way.\n\n")
 	r.scriptTable(b)
 
 	if len(r.Notes) > 0 {
@@ -471,28 +472,31 @@ func (r *report) requestTable(b *strings.Builder) {
 
 // scriptTable writes scenario s.
 func (r *report) scriptTable(b *strings.Builder) {
-	head := []string{"script", "called", "calls measured", "Redis µs per call", "beyond return 1, same calling",
-		"÷ straight-line", "Redis CPU µs per call", "errors"}
+	head := []string{"script", "called", "decisions measured", "script calls per decision", "Redis µs per decision", "beyond return 1, same calling",
+		"÷ straight-line", "Redis CPU µs per decision", "errors"}
 	straight, okS := r.find("s", casePipelines, scriptStraight, scriptPipeliners)
 	var lines [][]string
 	for _, x := range r.sorted("s") {
-		calls, per, cpu, beyond, versus := "–", "–", "–", "–", "–"
+		decisions, calls, per, cpu, beyond, versus := "–", "–", "–", "–", "–", "–"
 		if x.Redis != nil && x.Redis.ScriptCalls > 0 {
-			calls = count(x.Redis.ScriptCalls * float64(x.Decisions))
-			per = fixed(x.perScriptCall(), 2)
-			cpu = fixed(x.Redis.CPU/x.Redis.ScriptCalls, 2)
+			decisions, calls, cpu = count(float64(x.Decisions)), fixed(x.Redis.ScriptCalls, 2), fixed(x.Redis.CPU, 2)
+			if x.Case == casePipelines {
+				decisions, calls = count(x.Redis.ScriptCalls*float64(x.Decisions)), "1.00"
+				cpu = fixed(x.Redis.CPU/x.Redis.ScriptCalls, 2)
+			}
+			per = fixed(x.perScriptDecision(), 2)
 			if one, ok := r.returnOne(x.Case); ok && erred(x, one) == "" {
-				beyond = signed2(x.perScriptCall() - one.perScriptCall())
+				beyond = signed2(x.perScriptDecision() - one.perScriptDecision())
 			}
 			if okS && erred(x, straight) == "" {
-				versus = ratio(x.perScriptCall(), straight.perScriptCall())
+				versus = ratio(x.perScriptDecision(), straight.perScriptDecision())
 			}
 		}
 		name := x.Library
 		if x.Library == libRedlimit {
 			name = "redlimit's acquire"
 		}
-		lines = append(lines, []string{name, x.Case, calls, per, beyond, versus, cpu, errorCell(x)})
+		lines = append(lines, []string{name, x.Case, decisions, calls, per, beyond, versus, cpu, errorCell(x)})
 	}
 	table(b, head, lines)
 }

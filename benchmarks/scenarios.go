@@ -78,17 +78,20 @@ type row struct {
 // time per script call in scenario s, decisions/s elsewhere.
 func (x row) rank() float64 {
 	if x.Scenario == "s" {
-		return x.perScriptCall()
+		return x.perScriptDecision()
 	}
 	return x.rate()
 }
 
-// perScriptCall is Redis's time per script call, in microseconds.
-func (x row) perScriptCall() float64 {
-	if x.Redis == nil || x.Redis.ScriptCalls == 0 {
+// perScriptDecision is Redis's time per script call, in microseconds.
+func (x row) perScriptDecision() float64 {
+	switch {
+	case x.Redis == nil || x.Redis.ScriptCalls == 0:
 		return 0
+	case x.Case == casePipelines: // a "decision" of the harness is a pipeline of script calls, each one decision
+		return x.Redis.Script / x.Redis.ScriptCalls
 	}
-	return x.Redis.Script / x.Redis.ScriptCalls
+	return x.Redis.Script
 }
 
 // failed reports whether a run of the point returned errors.

@@ -27,189 +27,208 @@
 local t = redis.call('TIME')
 local us = tonumber(t[2])
 local now = t[1] * 1000 + (us - us % 1000) / 1000
-local out = { now }
+local out, k = { now, 0 }, 1 -- the reply, sized for one value, and its length
 local L -- the library, built on the paths that need it
+-- The rate and interval given in code last read: limiters decided together
+-- often share them, and reading a number costs Redis time.
+local rate_s, rate_n, interval_s, interval_n
 
--- decide decides the acquires of the limiter whose keys follow KEYS[o] and
--- whose arguments start at ARGV[a], appends their values to out, and
--- returns where the next limiter's arguments start.
-local function decide(o, a)
-  local m = ARGV[a + 4] == '1' and 1 or tonumber(ARGV[a + 4])
-  local after = a + 5 + 2 * m
-  local c = redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
-  local coded = ARGV[a] ~= ''
-  local rate, interval, typ
-  local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
-  local stored -- the stored config, when the rate is not given in code
-  local fresh = false -- a new limiter: no state to read
-  local rebuild = false -- the config was missing: rebuild the counter from the log
-  local config_written = false -- the config's TTL is fresh
-
-  if coded and c[1] == ARGV[a] and c[2] == ARGV[a + 1] and c[3] == ARGV[a + 2] and c[4] == ARGV[a + 3] then
-    rate, interval, typ, keep = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2], ARGV[a + 3]
-  elseif coded then
-    -- First use, an expired or evicted config, or a rate changed in code:
-    -- create or update it here (no "not initialized" race), keeping the
-    -- history of the same rate type.
-    L = L or lib()
-    local new = L.argv_config(a)
-    rate, interval, typ, keep = new[1], new[2], new[3], ARGV[a + 3]
-    local old = L.parse_config(c)
-    if old == nil then
-      local vkey, pkey = state_keys(o, typ)
-      fresh = redis.call('EXISTS', vkey, pkey) == 0
-      rebuild = not fresh
-      L.write_config(o, new)
-    else
-      L.change_config(o, old, new, true, now)
-    end
-    config_written = true
-  else
-    L = L or lib()
-    stored = L.parse_config(c)
-    if stored == nil then
-      out[#out + 1] = NOT_INITIALIZED
-      return after
-    elseif stored == false then
-      out[#out + 1] = INVALID_CONFIG
-      return after
-    end
-    rate, interval, typ = stored[1], stored[2], stored[3]
-    local j = #out
-    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = OK, rate, interval, tonumber(typ), stored[4]
-  end
-
-  local vkey, pkey = state_keys(o, typ)
-  -- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
-  local v, rewrite, ttl, released = rate, true, -2, 0
-  if not fresh then
-    v, rewrite, ttl, released = load_state(vkey, pkey, rate, now - interval, rebuild)
-  end
-
-  -- The common case, straight-line: one acquire with a rate given in code,
-  -- granted, with no key to fix or renew.
-  if m == 1 and coded and not rewrite and ttl >= interval then
-    local n = ARGV[a + 5] == '1' and 1 or tonumber(ARGV[a + 5])
-    if v >= n then
-      if redis.call('ZADD', pkey, 'NX', now, ARGV[a + 6]) == 0 then
-        out[#out + 1] = v -- granted by an earlier send: take nothing
-        return after
-      end
-      local r
-      if released == 0 then
-        r = redis.pcall('DECRBY', vkey, ARGV[a + 5])
-      else
-        r = redis.pcall('INCRBY', vkey, released - n)
-      end
-      if type(r) ~= 'number' then
-        -- A counter Redis cannot add to: write it whole.
-        L = L or lib()
-        L.save_state(vkey, pkey, v - n, keep)
-        redis.call('PEXPIRE', KEYS[o + 1], keep)
-      end
-      out[#out + 1] = v - n
-      return after
-    end
-  end
-
-  -- Every other case: acquires one by one, then one write of each key.
-  L = L or lib()
-  local known -- several acquires: the members the log already holds
-  if m > 1 and not fresh then
-    local members = {}
-    for i = a + 6, after - 1, 2 do
-      members[#members + 1] = ARGV[i]
-    end
-    known = redis.call('ZMSCORE', pkey, unpack(members))
-  end
-
-  local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
-  for i = a + 5, after - 1, 2 do
-    local n, member = tonumber(ARGV[i]), ARGV[i + 1]
-    local grant = v >= n
-    if n > rate then
-      out[#out + 1] = -1 - v
-      out[#out + 1] = -1
-      out[#out + 1] = 0
-    elseif known and known[(i - a - 3) / 2] or not grant and m == 1 and redis.call('ZSCORE', pkey, member) then
-      out[#out + 1] = v -- granted by an earlier send: take nothing
-    else
-      local at, freed
-      if not grant then
-        -- Denied, unless the counter lags behind the log: the permits come
-        -- back as the oldest grants leave the window, then this call's grants.
-        at, freed = L.walk(pkey, n - v)
-        if typ == '1' and not coded then
-          -- Another client may have changed this per-client rate, which this
-          -- counter then lags behind. When the walk read the whole log, that
-          -- is known; else ZCARD proves the counter right when every grant
-          -- holds a permit, and up to 1000 members are read when not.
-          local live
-          if not at then
-            live = freed
-          else
-            local card = redis.call('ZCARD', pkey)
-            if v + card + granted < rate and card <= 1000 then
-              live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
-            end
-          end
-          if live and v + live + granted < rate then
-            v, rewrite = rate - live - granted, true
-            at = L.walk(pkey, n - v)
-          end
-        end
-        grant = v >= n
-      end
-      if grant then
-        v, granted = v - n, granted + n
-        adds[#adds + 1] = now
-        adds[#adds + 1] = member
-        out[#out + 1] = v
-      else
-        local retry, reset = interval, interval
-        if at then
-          retry = math.max(1, math.min(at + interval - now, interval))
-        end
-        if granted == 0 then
-          local last = L.newest(pkey)
-          reset = retry
-          if last then
-            reset = math.max(retry, math.min(last + interval - now, interval))
-          end
-        end
-        out[#out + 1] = -1 - v
-        out[#out + 1] = retry
-        out[#out + 1] = reset
-      end
-    end
-  end
-
-  if granted > 0 and redis.call('ZADD', pkey, 'NX', unpack(adds)) == 0 and m == 1 then
-    -- Granted by an earlier send of this acquire: take nothing.
-    v, granted = v + granted, 0
-    out[#out] = v
-  end
-
-  -- The counter: written whole with every key's TTL renewed when needed,
-  -- else moved by what this call changed, keeping its TTL.
-  local renew = rewrite or ttl == -1 or (granted > 0 and (ttl < interval or not coded))
-  if not renew and granted ~= released then
-    renew = type(redis.pcall('INCRBY', vkey, released - granted)) ~= 'number'
-  end
-  if renew then
-    if stored then
-      keep = L.state_ttl(o, stored)
-    elseif not config_written then
-      redis.call('PEXPIRE', KEYS[o + 1], keep)
-    end
-    L.save_state(vkey, pkey, v, keep)
-  end
-  return after
-end
-
+-- Each limiter in turn: its keys follow KEYS[o], its arguments start at
+-- ARGV[a]. Its acquires append their values to out. (The body is a
+-- repeat-until-true block, so that break goes on with the next limiter:
+-- a function would cost a closure with all its upvalues on every call.)
 local a, o = 1, 0
 while a <= #ARGV do
-  a = decide(o, a)
-  o = o + 5
+  local m = ARGV[a + 4] == '1' and 1 or tonumber(ARGV[a + 4])
+  local after = a + 5 + 2 * m
+  repeat
+    local c = redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
+    local coded = ARGV[a] ~= ''
+    local rate, interval, typ
+    local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
+    local stored -- the stored config, when the rate is not given in code
+    local fresh = false -- a new limiter: no state to read
+    local rebuild = false -- the config was missing: rebuild the counter from the log
+    local config_written = false -- the config's TTL is fresh
+
+    if coded and c[1] == ARGV[a] and c[2] == ARGV[a + 1] and c[3] == ARGV[a + 2] and c[4] == ARGV[a + 3] then
+      if ARGV[a] ~= rate_s then
+        rate_s, rate_n = ARGV[a], tonumber(ARGV[a])
+      end
+      if ARGV[a + 1] ~= interval_s then
+        interval_s, interval_n = ARGV[a + 1], tonumber(ARGV[a + 1])
+      end
+      rate, interval, typ, keep = rate_n, interval_n, ARGV[a + 2], ARGV[a + 3]
+    elseif coded then
+      -- First use, an expired or evicted config, or a rate changed in code:
+      -- create or update it here (no "not initialized" race), keeping the
+      -- history of the same rate type.
+      L = L or lib()
+      local new = L.argv_config(a)
+      rate, interval, typ, keep = new[1], new[2], new[3], ARGV[a + 3]
+      local old = L.parse_config(c)
+      if old == nil then
+        local vkey, pkey = state_keys(o, typ)
+        fresh = redis.call('EXISTS', vkey, pkey) == 0
+        rebuild = not fresh
+        L.write_config(o, new)
+      else
+        L.change_config(o, old, new, true, now)
+      end
+      config_written = true
+    else
+      L = L or lib()
+      stored = L.parse_config(c)
+      if stored == nil then
+        k = k + 1
+        out[k] = NOT_INITIALIZED
+        break
+      elseif stored == false then
+        k = k + 1
+        out[k] = INVALID_CONFIG
+        break
+      end
+      rate, interval, typ = stored[1], stored[2], stored[3]
+      out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = OK, rate, interval, tonumber(typ), stored[4]
+      k = k + 5
+    end
+
+    local vkey, pkey = state_keys(o, typ)
+    -- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
+    local v, rewrite, ttl, released = rate, true, -2, 0
+    if not fresh then
+      v, rewrite, ttl, released = load_state(vkey, pkey, rate, now - interval, rebuild)
+    end
+
+    -- The common case, straight-line: one acquire with a rate given in code,
+    -- granted, with no key to fix or renew.
+    if m == 1 and coded and not rewrite and ttl >= interval then
+      local n = ARGV[a + 5] == '1' and 1 or tonumber(ARGV[a + 5])
+      if v >= n then
+        if redis.call('ZADD', pkey, 'NX', now, ARGV[a + 6]) == 0 then
+          k = k + 1
+          out[k] = v -- granted by an earlier send: take nothing
+          break
+        end
+        local r
+        if released == 0 then
+          r = redis.pcall('DECRBY', vkey, ARGV[a + 5])
+        else
+          r = redis.pcall('INCRBY', vkey, released - n)
+        end
+        if type(r) ~= 'number' then
+          -- A counter Redis cannot add to: write it whole.
+          L = L or lib()
+          L.save_state(vkey, pkey, v - n, keep)
+          redis.call('PEXPIRE', KEYS[o + 1], keep)
+        end
+        k = k + 1
+        out[k] = v - n
+        break
+      end
+    end
+
+    -- Every other case: acquires one by one, then one write of each key.
+    L = L or lib()
+    local known -- several acquires: the members the log already holds
+    if m > 1 and not fresh then
+      local members = {}
+      for i = a + 6, after - 1, 2 do
+        members[#members + 1] = ARGV[i]
+      end
+      known = redis.call('ZMSCORE', pkey, unpack(members))
+    end
+
+    local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
+    for i = a + 5, after - 1, 2 do
+      local n, member = tonumber(ARGV[i]), ARGV[i + 1]
+      local grant = v >= n
+      if n > rate then
+        k = k + 1
+        out[k] = -1 - v
+        k = k + 1
+        out[k] = -1
+        k = k + 1
+        out[k] = 0
+      elseif known and known[(i - a - 3) / 2] or not grant and m == 1 and redis.call('ZSCORE', pkey, member) then
+        k = k + 1
+        out[k] = v -- granted by an earlier send: take nothing
+      else
+        local at, freed
+        if not grant then
+          -- Denied, unless the counter lags behind the log: the permits come
+          -- back as the oldest grants leave the window, then this call's grants.
+          at, freed = L.walk(pkey, n - v)
+          if typ == '1' and not coded then
+            -- Another client may have changed this per-client rate, which this
+            -- counter then lags behind. When the walk read the whole log, that
+            -- is known; else ZCARD proves the counter right when every grant
+            -- holds a permit, and up to 1000 members are read when not.
+            local live
+            if not at then
+              live = freed
+            else
+              local card = redis.call('ZCARD', pkey)
+              if v + card + granted < rate and card <= 1000 then
+                live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
+              end
+            end
+            if live and v + live + granted < rate then
+              v, rewrite = rate - live - granted, true
+              at = L.walk(pkey, n - v)
+            end
+          end
+          grant = v >= n
+        end
+        if grant then
+          v, granted = v - n, granted + n
+          adds[#adds + 1] = now
+          adds[#adds + 1] = member
+          k = k + 1
+          out[k] = v
+        else
+          local retry, reset = interval, interval
+          if at then
+            retry = math.max(1, math.min(at + interval - now, interval))
+          end
+          if granted == 0 then
+            local last = L.newest(pkey)
+            reset = retry
+            if last then
+              reset = math.max(retry, math.min(last + interval - now, interval))
+            end
+          end
+          k = k + 1
+          out[k] = -1 - v
+          k = k + 1
+          out[k] = retry
+          k = k + 1
+          out[k] = reset
+        end
+      end
+    end
+
+    if granted > 0 and redis.call('ZADD', pkey, 'NX', unpack(adds)) == 0 and m == 1 then
+      -- Granted by an earlier send of this acquire: take nothing.
+      v, granted = v + granted, 0
+      out[k] = v
+    end
+
+    -- The counter: written whole with every key's TTL renewed when needed,
+    -- else moved by what this call changed, keeping its TTL.
+    local renew = rewrite or ttl == -1 or (granted > 0 and (ttl < interval or not coded))
+    if not renew and granted ~= released then
+      renew = type(redis.pcall('INCRBY', vkey, released - granted)) ~= 'number'
+    end
+    if renew then
+      if stored then
+        keep = L.state_ttl(o, stored)
+      elseif not config_written then
+        redis.call('PEXPIRE', KEYS[o + 1], keep)
+      end
+      L.save_state(vkey, pkey, v, keep)
+    end
+  until true
+  a, o = after, o + 5
 end
 return out
