@@ -275,6 +275,30 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 	return nil
 }
 
+// Refund gives back the permits of grant, which an acquire on this limiter
+// returned in its Result, and reports whether it did: only that grant
+// leaves the log, whatever was granted after it, so its permits are
+// available again at once and never credited twice. A grant that has left
+// the window, was refunded before, or is zero changes nothing (false), so a
+// Refund resent after a lost reply refunds once (and the resend reports
+// false). Permits taken back by a
+// refund can be granted again within the window: grants in a window may then
+// exceed the rate, as with Release.
+func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
+	if l.err != nil {
+		return false, l.err
+	}
+	if grant.IsZero() {
+		return false, nil
+	}
+	defer l.forget()
+	v, err := l.eval(ctx, scriptRefund, l.withRateArgs(&grant.member)...)
+	if err != nil {
+		return false, fmt.Errorf("core: refund: %w", err)
+	}
+	return v[1] == 1, nil
+}
+
 // AvailablePermits returns the number of permits available now. It writes
 // nothing. A limiter with a WithRate rate and no state in Redis is full.
 func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {

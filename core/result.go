@@ -17,6 +17,18 @@ type Result struct {
 	// Rate is the rate in force: the one given with WithRate, else the one
 	// stored in Redis.
 	Rate Rate
+	// Grant identifies the permits this call took, for Limiter.Refund. It is
+	// zero when the call was denied.
+	Grant Grant
 
 	at int64 // Redis server time of the decision, in Unix milliseconds
 }
+
+// A Grant identifies the permits that one acquire took: its entry in the
+// limiter's log. Limiter.Refund gives exactly those back.
+type Grant struct {
+	member string
+}
+
+// IsZero reports whether g identifies no grant.
+func (g Grant) IsZero() bool { return g.member == "" }

@@ -41,6 +41,8 @@ var (
 	luaExpire string
 	//go:embed lua/delete.lua
 	luaDelete string
+	//go:embed lua/refund.lua
+	luaRefund string
 
 	scriptAcquire    = newScript("acquire", luaAcquire)
 	scriptAvailable  = newScript("available", luaAvailable)
@@ -50,6 +52,7 @@ var (
 	scriptConfig     = newScript("config", luaConfig)
 	scriptExpire     = newScript("expire", luaExpire)
 	scriptDelete     = newScript("delete", luaDelete)
+	scriptRefund     = newScript("refund", luaRefund)
 )
 
 // Reply codes: the first value of every script's reply (lua/lib.lua).
