@@ -38,9 +38,16 @@ const stateTimeout = 2 * time.Second
 
 var bg = context.Background()
 
-// isGrant matches the reply of an acquire that granted, for a limiter with
-// a rate in code: {0, 1, remaining, 0, reset, now}.
-func isGrant(reply []byte) bool { return bytes.HasPrefix(reply, []byte("*6\r\n:0\r\n:1\r\n")) }
+// isGrant matches the reply of one acquire that granted, for a limiter with
+// a rate in code: {now, remaining}, remaining >= 0 (a denial is longer).
+func isGrant(reply []byte) bool {
+	rest, ok := bytes.CutPrefix(reply, []byte("*2\r\n:"))
+	if !ok {
+		return false
+	}
+	_, remaining, ok := bytes.Cut(rest, []byte("\r\n:"))
+	return ok && len(remaining) > 0 && remaining[0] != '-'
+}
 
 // info returns the fields of an INFO section.
 func info(t *testing.T, rdb *redis.Client, section string) map[string]string {
