@@ -45,6 +45,7 @@ const (
 	libRedlimit           = "redlimit"
 	libRedlimitNoCoalesce = "redlimit (no coalescing)"
 	libRedlimitNoCache    = "redlimit (no denial cache)"
+	libRedlimitPerClient  = "redlimit PerClient (no denial cache)"
 	libRedisRate          = "redis_rate"
 	libUlule              = "ulule/limiter"
 	libHTTPRate           = "httprate-redis"
@@ -55,10 +56,14 @@ var (
 	redlimitLib           = library{name: libRedlimit, new: newRedlimit()}
 	redlimitNoCoalesceLib = library{name: libRedlimitNoCoalesce, new: newRedlimit(core.WithCoalescing(0))}
 	redlimitNoCacheLib    = library{name: libRedlimitNoCache, new: newRedlimit(core.WithDenialCache(false))}
-	redisRateLib          = library{name: libRedisRate, new: newRedisRate}
-	ululeLib              = library{name: libUlule, new: newUlule}
-	httprateLib           = library{name: libHTTPRate, new: newHTTPRate}
-	floorLib              = library{name: libFloor, new: newFloor}
+	// PerClient, whose denials once scanned the whole log (scenario d shows
+	// they no longer do). A fixed client id: the Client that fills the window
+	// and the one measured on it share one budget.
+	redlimitPerClientLib = library{name: libRedlimitPerClient, new: newRedlimitType(core.PerClient, core.WithDenialCache(false), core.WithClientID("bench"))}
+	redisRateLib         = library{name: libRedisRate, new: newRedisRate}
+	ululeLib             = library{name: libUlule, new: newUlule}
+	httprateLib          = library{name: libHTTPRate, new: newHTTPRate}
+	floorLib             = library{name: libFloor, new: newFloor}
 )
 
 // redlimitC is redlimit's core: a Limiter per call with the rate given in
@@ -69,12 +74,16 @@ type redlimitC struct {
 }
 
 func newRedlimit(opts ...core.Option) func(*redis.Client, int64) (Contender, error) {
+	return newRedlimitType(core.Overall, opts...)
+}
+
+func newRedlimitType(typ core.RateType, opts ...core.Option) func(*redis.Client, int64) (Contender, error) {
 	return func(rdb *redis.Client, limit int64) (Contender, error) {
 		c, err := core.New(rdb, opts...)
 		if err != nil {
 			return nil, err
 		}
-		rate := core.Rate{Permits: limit, Interval: window}
+		rate := core.Rate{Type: typ, Permits: limit, Interval: window}
 		return &redlimitC{client: c, opts: []core.LimiterOption{core.WithRate(rate)}}, nil
 	}
 }

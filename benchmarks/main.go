@@ -118,6 +118,7 @@ func measureAll(ctx context.Context, h, hd, hs *harness, rep *report) error {
 	if wanted("d") {
 		rows, mem, err := hd.runD(ctx, []bigGroup{
 			{redlimitNoCacheLib, []library{redlimitNoCacheLib, redlimitLib}},
+			{redlimitPerClientLib, []library{redlimitPerClientLib}},
 			{redisRateLib, []library{redisRateLib}},
 			{ululeLib, []library{ululeLib}},
 			{httprateLib, []library{httprateLib}},
