@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -33,7 +34,13 @@ type waiter struct {
 	deadline time.Time     // the caller's deadline; zero if none
 	done     chan struct{} // signalled once, when cl has its reply
 	gone     bool          // the caller stopped waiting (its context ended)
+	sent     bool          // a runner took it: its round trip is under way
 }
+
+// maxQueue bounds the calls waiting for a round trip in one batcher: beyond
+// it, calls fail at once with ErrOverloaded instead of waiting for a
+// deadline they would miss.
+const maxQueue = 8192
 
 // do runs cl, alone or in a pipeline with other calls, and returns when cl
 // has its reply, or ctx's error when ctx is done first.
@@ -52,11 +59,16 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it, and users' tests may run this in bubbles.
 	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1)}
-	if free {
+	switch {
+	case free:
 		b.busy++
+		w.sent = true
 		b.mu.Unlock()
 		go b.run([]*waiter{w})
-	} else {
+	case len(b.queue) >= maxQueue:
+		b.mu.Unlock()
+		return fmt.Errorf("%w: %d calls already waiting", ErrOverloaded, maxQueue)
+	default:
 		b.queue = append(b.queue, w)
 		b.mu.Unlock()
 	}
@@ -73,7 +85,11 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 		// completes unseen.
 		b.mu.Lock()
 		w.gone = true
+		sent := w.sent
 		b.mu.Unlock()
+		if !sent {
+			return fmt.Errorf("%w (%w)", ErrOverloaded, ctx.Err())
+		}
 		return ctx.Err()
 	}
 }
@@ -99,6 +115,7 @@ func (b *batcher) take() []*waiter {
 	n := 0
 	for _, w := range batch {
 		if !w.gone {
+			w.sent = true
 			batch[n] = w
 			n++
 		}

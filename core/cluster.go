@@ -57,7 +57,7 @@ func (c *Client) clusterSetup() {
 // without this, the keys of a failed-over master would keep failing for up
 // to that long after their replica took over. It returns err.
 func (c *Client) failed(err error) error {
-	if c.reload != nil && err != nil && !errors.Is(err, context.Canceled) {
+	if c.reload != nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrOverloaded) {
 		var reply redis.Error
 		if !errors.As(err, &reply) {
 			c.reload(context.Background())
