@@ -1,0 +1,180 @@
+// Package local is an in-process rate limiter: the fallback the middleware
+// limits with while Redis cannot decide. Each key has a sliding window cut
+// into buckets of 1/16 of the interval, with a count of permits per bucket;
+// a bucket counts until it is wholly out of the window, so the limiter never
+// grants more than the rate in any window of one interval (it may grant a
+// little less), and retry times are never early. Keys are kept up to a
+// maximum, the least recently used going first, so a flood of new keys
+// cannot take the process's memory.
+package local
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+)
+
+// buckets is the number of buckets a window spans: the window's own 16 and
+// the one it started in, which counts until it is wholly out.
+const buckets = 17
+
+// BytesPerKey is a bound on the memory one key takes, for documentation and
+// tests: its state, its map entry and its place in the recency list.
+const BytesPerKey = 256
+
+// Limiter limits keys at one rate, in memory. It is safe for concurrent use.
+type Limiter struct {
+	rate   core.Rate
+	width  int64 // bucket width, ns
+	shards [16]shard
+	seed   maphash.Seed
+}
+
+type shard struct {
+	mu    sync.Mutex
+	keys  map[string]*state
+	max   int
+	head  *state // most recently used
+	tail  *state // least recently used
+	count int
+}
+
+type state struct {
+	key        string
+	last       int64 // index of the newest bucket
+	counts     [buckets]uint32
+	prev, next *state
+}
+
+// New returns a limiter of r per key that keeps at most maxKeys keys.
+func New(r core.Rate, maxKeys int) *Limiter {
+	l := &Limiter{rate: r, width: max(int64(r.Interval)/(buckets-1), 1), seed: maphash.MakeSeed()}
+	per := max(maxKeys/len(l.shards), 1)
+	for i := range l.shards {
+		l.shards[i] = shard{keys: make(map[string]*state), max: per}
+	}
+	return l
+}
+
+// Rate returns the limiter's rate.
+func (l *Limiter) Rate() core.Rate { return l.rate }
+
+// Take takes permits for key at time now if they are available, and returns
+// the decision as a core.Result.
+func (l *Limiter) Take(key string, permits int64, now time.Time) core.Result {
+	s := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	b := now.UnixNano() / l.width
+	st.advance(b)
+	var used int64
+	for _, c := range st.counts {
+		used += int64(c)
+	}
+	rate := l.rate.Permits
+	r := core.Result{Rate: l.rate}
+	if used+permits <= rate {
+		st.counts[b%buckets] += uint32(permits)
+		r.Allowed, r.Remaining = true, rate-used-permits
+		r.ResetAfter = l.until(b, now)
+		return r
+	}
+	// The permits come back as the oldest buckets leave the window.
+	r.Remaining = rate - used
+	freed := int64(0)
+	for j := b - buckets + 1; j <= b; j++ {
+		freed += int64(st.counts[j%buckets])
+		if used-freed+permits <= rate {
+			r.RetryAfter = l.until(j, now)
+			break
+		}
+	}
+	if r.RetryAfter == 0 { // more than the rate: never
+		r.RetryAfter = l.rate.Interval
+	}
+	r.ResetAfter = max(r.RetryAfter, l.until(b, now))
+	return r
+}
+
+// until returns the time from now until bucket j is wholly out of the
+// window.
+func (l *Limiter) until(j int64, now time.Time) time.Duration {
+	return time.Duration((j+buckets)*l.width - now.UnixNano())
+}
+
+// advance moves the window to bucket b, clearing the buckets it leaves.
+func (st *state) advance(b int64) {
+	if b <= st.last {
+		return
+	}
+	if b-st.last >= buckets {
+		st.counts = [buckets]uint32{}
+	} else {
+		for j := st.last + 1; j <= b; j++ {
+			st.counts[j%buckets] = 0
+		}
+	}
+	st.last = b
+}
+
+// Len returns the number of keys kept.
+func (l *Limiter) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += s.count
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// get returns the state of key, most recently used now, making room for it
+// by dropping the least recently used key when the shard is full. It
+// requires that s.mu is held.
+func (s *shard) get(key string) *state {
+	if st, ok := s.keys[key]; ok {
+		s.unlink(st)
+		s.push(st)
+		return st
+	}
+	if s.count >= s.max {
+		old := s.tail
+		s.unlink(old)
+		delete(s.keys, old.key)
+		s.count--
+	}
+	st := &state{key: key}
+	s.keys[key] = st
+	s.push(st)
+	s.count++
+	return st
+}
+
+func (s *shard) push(st *state) {
+	st.prev, st.next = nil, s.head
+	if s.head != nil {
+		s.head.prev = st
+	}
+	s.head = st
+	if s.tail == nil {
+		s.tail = st
+	}
+}
+
+func (s *shard) unlink(st *state) {
+	if st.prev != nil {
+		st.prev.next = st.next
+	} else {
+		s.head = st.next
+	}
+	if st.next != nil {
+		st.next.prev = st.prev
+	} else {
+		s.tail = st.prev
+	}
+	st.prev, st.next = nil, nil
+}

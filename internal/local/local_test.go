@@ -1,0 +1,125 @@
+package local
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlimit/redlimit/core"
+)
+
+// Random demand on one key: no window of one interval ever holds more than
+// the rate, each denial's retry time is never early, and when a request is
+// denied the window is, on average, mostly full (the window counts up to
+// 1/16 of an interval more than its length).
+func TestNeverMoreThanTheRate(t *testing.T) {
+	for _, r := range []core.Rate{
+		{Permits: 3, Interval: time.Second},
+		{Permits: 10, Interval: 100 * time.Millisecond},
+		{Permits: 1000, Interval: time.Minute},
+	} {
+		seed := rand.Uint64()
+		rng := rand.New(rand.NewPCG(seed, seed))
+		l := New(r, 10)
+		now := time.Unix(1_700_000_000, 0)
+		var grants, denials []time.Time
+		retryAt := map[int64]time.Time{} // permits -> earliest time a retry may succeed
+		for range 20_000 {
+			now = now.Add(time.Duration(rng.Int64N(int64(r.Interval) / (4 * r.Permits))))
+			n := 1 + rng.Int64N(min(3, r.Permits))
+			res := l.Take("k", n, now)
+			if res.Allowed {
+				if at, ok := retryAt[n]; ok {
+					assert.False(t, now.Before(at), "%v seed %d: granted before the retry time", r, seed)
+				}
+				for range n {
+					grants = append(grants, now)
+				}
+				clear(retryAt)
+				continue
+			}
+			require.Positive(t, res.RetryAfter)
+			denials = append(denials, now)
+			if _, ok := retryAt[n]; !ok {
+				retryAt[n] = now.Add(res.RetryAfter)
+			}
+		}
+		// Every window ending at a grant holds at most the rate.
+		first := 0
+		for i, g := range grants {
+			for !grants[first].After(g.Add(-r.Interval)) {
+				first++
+			}
+			in := i - first + 1
+			require.LessOrEqual(t, int64(in), r.Permits, "%v seed %d: %d grants in a window", r, seed, in)
+		}
+		// How full the window was at each denial.
+		full, lo, hi := 0.0, 0, 0 // grants[lo:hi] are in the window ending at d
+		for _, d := range denials {
+			for hi < len(grants) && !grants[hi].After(d) {
+				hi++
+			}
+			for lo < hi && !grants[lo].After(d.Add(-r.Interval)) {
+				lo++
+			}
+			full += float64(hi-lo) / float64(r.Permits)
+		}
+		require.NotEmpty(t, denials)
+		t.Logf("%v: window %.1f%% full at a denial, on average", r, 100*full/float64(len(denials)))
+		assert.Greater(t, full/float64(len(denials)), 0.8, "%v: the window is mostly full when a request is denied", r)
+	}
+}
+
+// A denied request that waits exactly its RetryAfter is granted.
+func TestRetryAfterIsEnough(t *testing.T) {
+	l := New(core.Rate{Permits: 2, Interval: time.Second}, 10)
+	now := time.Unix(1_700_000_000, 123_456_789)
+	require.True(t, l.Take("k", 2, now).Allowed)
+	now = now.Add(300 * time.Millisecond)
+	r := l.Take("k", 1, now)
+	require.False(t, r.Allowed)
+	assert.LessOrEqual(t, r.RetryAfter, 700*time.Millisecond+time.Second/16, "within one bucket of the exact wait")
+	assert.GreaterOrEqual(t, r.RetryAfter, 700*time.Millisecond, "never early")
+	assert.True(t, l.Take("k", 1, now.Add(r.RetryAfter)).Allowed)
+}
+
+// A flood of distinct keys keeps at most maxKeys of them, in bounded memory.
+func TestKeyFloodIsBounded(t *testing.T) {
+	const maxKeys = 10_000
+	l := New(core.Rate{Permits: 5, Interval: time.Second}, maxKeys)
+	before := liveHeap()
+	now := time.Unix(1_700_000_000, 0)
+	for i := range 100_000 {
+		l.Take("client:"+strconv.Itoa(i), 1, now)
+	}
+	assert.LessOrEqual(t, l.Len(), maxKeys)
+	grew := liveHeap() - before
+	t.Logf("%d keys kept, live heap +%d bytes (%d per key)", l.Len(), grew, grew/int64(l.Len()))
+	assert.Less(t, grew, int64(maxKeys*BytesPerKey))
+	runtime.KeepAlive(l)
+}
+
+// The least recently used key goes first.
+func TestLeastRecentlyUsedGoesFirst(t *testing.T) {
+	l := New(core.Rate{Permits: 1, Interval: time.Hour}, 16) // one key per shard
+	now := time.Unix(1_700_000_000, 0)
+	require.True(t, l.Take("a", 1, now).Allowed)
+	require.False(t, l.Take("a", 1, now).Allowed)
+	for i := range 1000 { // evicts "a" from its shard
+		l.Take("flood"+strconv.Itoa(i), 1, now)
+	}
+	assert.True(t, l.Take("a", 1, now).Allowed, "a forgotten key starts over")
+	assert.LessOrEqual(t, l.Len(), 16)
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
