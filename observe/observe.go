@@ -1,0 +1,99 @@
+// Package observe is the hook through which the middleware reports what it
+// does: one call per decision, and one per change of the local fallback. The
+// metrics packages (modules of their own, so this module gains no
+// dependency) implement it for Prometheus and OpenTelemetry; any type with
+// the two methods can log or count instead.
+//
+// An Observer is called on the request's goroutine, after the decision and
+// before the response is written: it must be fast and must not block. It
+// is never given a client key or address, only the policy name, so that
+// labels stay few.
+package observe
+
+import "time"
+
+// Outcome is what the middleware did with one request.
+type Outcome uint8
+
+// Outcomes, by what the request got.
+const (
+	// Allowed: within the limit, served.
+	Allowed Outcome = iota
+	// Denied: over the limit, rejected with 429.
+	Denied
+	// WaitedAllowed: over the limit at first; waited for a permit, then
+	// served.
+	WaitedAllowed
+	// ErrorServed: no decision (Redis down or slow, no key): served, as the
+	// failure policy (fail open) says.
+	ErrorServed
+	// ErrorRejected: no decision: rejected with 503 (fail closed).
+	ErrorRejected
+	// DryRunDenied: over the limit, but served: the policy runs dry.
+	DryRunDenied
+	// FallbackAllowed: decided by the local fallback while Redis cannot
+	// decide: served.
+	FallbackAllowed
+	// FallbackDenied: decided by the local fallback: rejected with 429.
+	FallbackDenied
+	// Shed: too many decisions waiting in this process for Redis: rejected
+	// with 429 and no decision, rather than served unlimited.
+	Shed
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	"allowed", "denied", "waited_allowed", "error_served", "error_rejected",
+	"dry_run_denied", "fallback_allowed", "fallback_denied", "shed",
+}
+
+// String returns the outcome's name as a metric label: "allowed",
+// "denied", "waited_allowed", "error_served", "error_rejected",
+// "dry_run_denied", "fallback_allowed", "fallback_denied" or "shed".
+func (o Outcome) String() string {
+	if o < numOutcomes {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Outcomes returns every outcome, in order: metrics can be created for all
+// of them up front.
+func Outcomes() []Outcome {
+	all := make([]Outcome, numOutcomes)
+	for i := range all {
+		all[i] = Outcome(i)
+	}
+	return all
+}
+
+// Decision is what one policy did with one request.
+type Decision struct {
+	// Policy is the policy's name.
+	Policy string
+	// Outcome is what the request got.
+	Outcome Outcome
+	// Permits is the request's cost.
+	Permits int64
+	// Remaining is the permits left after the decision (0 when there was
+	// none).
+	Remaining int64
+	// RetryAfter is the wait until the request could be granted, when it
+	// was not.
+	RetryAfter time.Duration
+	// Latency is the time the decision took, waits included.
+	Latency time.Duration
+	// Err is why Redis could not decide (ErrorServed, ErrorRejected, Shed,
+	// and the fallback's outcomes), or nil.
+	Err error
+}
+
+// An Observer receives the middleware's decisions. Its methods are called
+// concurrently.
+type Observer interface {
+	// Decision is called once per decision of a policy.
+	Decision(d Decision)
+	// Fallback is called when a policy starts deciding in memory because
+	// Redis cannot (active), and when Redis decides again.
+	Fallback(policy string, active bool)
+}
