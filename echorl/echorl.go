@@ -8,7 +8,8 @@
 //
 // The behaviour (limiter names, shared budgets, requests without a key,
 // wait mode, failure policy, headers) is that of package policy, and the
-// options have the same names in nethttprl, ginrl and fiberrl.
+// options have the same names in nethttprl, ginrl and fiberrl. A key can
+// be read from the echo.Context with Key, or built with package keyfunc.
 //
 // A configuration mistake, such as an invalid rate, cost, name, wait or
 // timeout, or a name already used with another rate, makes New panic with
@@ -30,6 +31,7 @@ package echorl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -126,6 +128,29 @@ func WithDenyHandler(deny echo.HandlerFunc) Option {
 func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
 	return func(c *config) { c.onError = onError }
 }
+
+// Key returns a key function that reads the key from the echo.Context,
+// such as a path parameter or a claim set by authentication:
+//
+//	echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) { return c.Param("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis. An empty key means
+// that the request has no key. The function works only in this package's
+// middleware.
+func Key(f func(echo.Context) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("echorl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(*request)
+		if !ok {
+			return "", errForeign
+		}
+		return f(q.c)
+	}
+}
+
+var errForeign = errors.New("echorl.Key: a key function of echorl used outside echorl's middleware")
 
 // New returns the middleware limiting requests to rate. It panics when the
 // rate or an option is invalid, naming it.

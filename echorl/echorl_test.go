@@ -84,6 +84,9 @@ func options(app conformance.App, l conformance.Limit) []echorl.Option {
 	if len(l.Keys) > 0 {
 		o = append(o, echorl.WithKey(l.Keys...))
 	}
+	if l.ParamKey != "" {
+		o = append(o, echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) { return c.Param(l.ParamKey), nil })))
+	}
 	if l.Cost != 0 {
 		o = append(o, echorl.WithCost(l.Cost))
 	}

@@ -8,7 +8,8 @@
 //
 // The behaviour (limiter names, shared budgets, requests without a key,
 // wait mode, failure policy, headers) is that of package policy, and the
-// options have the same names in ginrl, echorl and nethttprl.
+// options have the same names in ginrl, echorl and nethttprl. A key can be
+// read from the *fiber.Ctx with Key, or built with package keyfunc.
 //
 // A configuration mistake, such as an invalid rate, cost, name, wait or
 // timeout, or a name already used with another rate, makes New panic with
@@ -31,6 +32,7 @@ package fiberrl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -129,6 +131,30 @@ func WithDenyHandler(deny fiber.Handler) Option {
 func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
 	return func(c *config) { c.onError = onError }
 }
+
+// Key returns a key function that reads the key from the *fiber.Ctx, such
+// as a path parameter or a value in c.Locals:
+//
+//	fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) { return c.Params("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis, and is not kept
+// after the request, so it may be one of Fiber's zero-copy strings. An
+// empty key means that the request has no key. The function works only in
+// this package's middleware.
+func Key(f func(*fiber.Ctx) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("fiberrl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(request)
+		if !ok {
+			return "", errForeign
+		}
+		return f(q.c)
+	}
+}
+
+var errForeign = errors.New("fiberrl.Key: a key function of fiberrl used outside fiberrl's middleware")
 
 // New returns the middleware limiting requests to rate. It panics when the
 // rate or an option is invalid, naming it.

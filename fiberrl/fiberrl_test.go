@@ -111,6 +111,9 @@ func options(app conformance.App, l conformance.Limit) []fiberrl.Option {
 	if len(l.Keys) > 0 {
 		o = append(o, fiberrl.WithKey(l.Keys...))
 	}
+	if l.ParamKey != "" {
+		o = append(o, fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) { return c.Params(l.ParamKey), nil })))
+	}
 	if l.Cost != 0 {
 		o = append(o, fiberrl.WithCost(l.Cost))
 	}

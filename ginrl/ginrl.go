@@ -8,7 +8,9 @@
 //
 // The behaviour (limiter names, shared budgets, requests without a key,
 // wait mode, failure policy, headers) is that of package policy, and the
-// options have the same names in nethttprl, echorl and fiberrl. Route keys (keyfunc.Route) use gin's route template, c.FullPath()
+// options have the same names in nethttprl, echorl and fiberrl. A key can
+// be read from the *gin.Context with Key, or built with package keyfunc.
+// Route keys (keyfunc.Route) use gin's route template, c.FullPath()
 // ("/users/:id"), known in global middleware too.
 //
 // A configuration mistake, such as an invalid rate, cost, name, wait or
@@ -24,6 +26,7 @@ package ginrl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -118,6 +121,29 @@ func WithDenyHandler(deny gin.HandlerFunc) Option {
 func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
 	return func(c *config) { c.onError = onError }
 }
+
+// Key returns a key function that reads the key from the *gin.Context,
+// such as a path parameter or a claim set by authentication:
+//
+//	ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.Param("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis. An empty key means
+// that the request has no key. The function works only in this package's
+// middleware.
+func Key(f func(*gin.Context) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("ginrl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(request)
+		if !ok {
+			return "", errForeign
+		}
+		return f(q.c)
+	}
+}
+
+var errForeign = errors.New("ginrl.Key: a key function of ginrl used outside ginrl's middleware")
 
 // New returns the middleware limiting requests to rate. It panics when the
 // rate or an option is invalid, naming it.

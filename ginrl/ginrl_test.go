@@ -92,6 +92,9 @@ func options(app conformance.App, l conformance.Limit) []ginrl.Option {
 	if len(l.Keys) > 0 {
 		o = append(o, ginrl.WithKey(l.Keys...))
 	}
+	if l.ParamKey != "" {
+		o = append(o, ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.Param(l.ParamKey), nil })))
+	}
 	if l.Cost != 0 {
 		o = append(o, ginrl.WithCost(l.Cost))
 	}

@@ -15,7 +15,8 @@ import (
 // TestRequest checks what key functions see of a gin request.
 func TestRequest(t *testing.T) {
 	gin.SetMode(gin.TestMode)
-	key := keyfunc.Join(keyfunc.IP(), keyfunc.Route(), keyfunc.User("user"), keyfunc.Header("X-Tenant"))
+	key := keyfunc.Join(keyfunc.IP(), keyfunc.Route(), keyfunc.User("user"), keyfunc.Header("X-Tenant"),
+		Key(func(c *gin.Context) (string, error) { return c.Param("id"), nil }))
 	engine := gin.New()
 	var (
 		got string
@@ -29,5 +30,11 @@ func TestRequest(t *testing.T) {
 	req.Header.Set("X-Tenant", "acme")
 	engine.ServeHTTP(httptest.NewRecorder(), req)
 	require.NoError(t, err)
-	assert.Equal(t, "192.0.2.1:GET%20%2Fusers%2F%3Aid:alice:acme", got)
+	assert.Equal(t, "192.0.2.1:GET%20%2Fusers%2F%3Aid:alice:acme:7", got)
+
+	_, err = Key(func(*gin.Context) (string, error) { return "x", nil })(foreign{})
+	assert.ErrorIs(t, err, errForeign)
 }
+
+// foreign is a keyfunc.Request of another adapter.
+type foreign struct{ keyfunc.Request }

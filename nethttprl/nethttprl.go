@@ -8,18 +8,22 @@
 //
 // The behaviour (limiter names, shared budgets, requests without a key,
 // wait mode, failure policy, headers) is that of package policy, and the
-// options have the same names in ginrl, echorl and fiberrl.
+// options have the same names in ginrl, echorl and fiberrl. A key can be
+// read from the *http.Request with Key (a path value, a context value set
+// by authentication), or built with package keyfunc.
 //
 // A configuration mistake, such as an invalid rate, cost, name, wait or
 // timeout, or a name already used with another rate, makes New panic with
 // a message naming the option.
 //
 // Route keys (keyfunc.Route) need the ServeMux pattern, which is known only
-// inside the mux: wrap the route's handler, not the mux.
+// inside the mux: wrap the route's handler, not the mux. Routers that do
+// not set r.Pattern, such as chi, are read with Key.
 package nethttprl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -114,6 +118,30 @@ func WithDenyHandler(deny http.Handler) Option {
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return func(c *config) { c.onError = onError }
 }
+
+// Key returns a key function that reads the key from the *http.Request,
+// such as a path value, a context value set by authentication, or a
+// router's own route pattern:
+//
+//	nethttprl.WithKey(nethttprl.Key(func(r *http.Request) (string, error) { return r.PathValue("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis. An empty key means
+// that the request has no key. The function works only in this package's
+// middleware.
+func Key(f func(*http.Request) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("nethttprl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(request)
+		if !ok {
+			return "", errForeign
+		}
+		return f(q.r)
+	}
+}
+
+var errForeign = errors.New("nethttprl.Key: a key function of nethttprl used outside nethttprl's middleware")
 
 // New returns the middleware limiting requests to rate. It panics when the
 // rate or an option is invalid, naming it.

@@ -76,6 +76,9 @@ func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
 	if len(l.Keys) > 0 {
 		o = append(o, nethttprl.WithKey(l.Keys...))
 	}
+	if l.ParamKey != "" {
+		o = append(o, nethttprl.WithKey(nethttprl.Key(func(c *http.Request) (string, error) { return c.PathValue(l.ParamKey), nil })))
+	}
 	if l.Cost != 0 {
 		o = append(o, nethttprl.WithCost(l.Cost))
 	}

@@ -54,9 +54,12 @@ const (
 // Limit describes one middleware, framework-free. The adapter's test turns
 // it into its options; a zero field gives no option.
 type Limit struct {
-	Name       string
-	Rate       core.Rate
-	Keys       []keyfunc.KeyFunc
+	Name string
+	Rate core.Rate
+	Keys []keyfunc.KeyFunc
+	// ParamKey keys the limit on the named path parameter, read from the
+	// framework's own context by a key function of the adapter's Key.
+	ParamKey   string
 	Cost       int64
 	MaxWait    time.Duration
 	MaxWaiters int

@@ -442,6 +442,13 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Empty(t, drain(ap.Errors), "no error: a missing key is no failure")
 	})
 
+	t.Run("a key function of the framework's own", func(t *testing.T) {
+		t.Parallel()
+		_, c := app(t, nil, Route{Path: "/tenants/{id}", Limits: []Limit{{Name: "tenant", Rate: perMinute(2), ParamKey: "id"}}})
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/tenants/1"))
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/tenants/a:b"), "per path parameter")
+	})
+
 	t.Run("invalid options panic at construction", func(t *testing.T) {
 		t.Parallel()
 		ap, _ := one(t, Limit{Name: "ok", Rate: perMinute(1)})
