@@ -30,6 +30,7 @@ var adapter = conformance.Adapter{
 		echorl.New(app.Client, l.Rate, options(app, l)...)
 	},
 	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     true,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }

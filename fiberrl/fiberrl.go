@@ -17,7 +17,9 @@
 //
 // Route keys (keyfunc.Route) need the route's template, which Fiber gives
 // only to the handlers registered with the route: pass the middleware to
-// app.Get or app.Post with the route, not to app.Use.
+// app.Get or app.Post with the route. In app.Use or a group's middleware,
+// keyfunc.Route fails every decision with an error (wrapping
+// keyfunc.ErrRouteUnknown) that the error handler logs.
 //
 // # Request context and wait mode
 //
@@ -35,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -222,6 +225,9 @@ func (h header) Add(key, value string) { h.c.Response().Header.Add(key, value) }
 // Fiber's zero-copy views, valid until the handler returns.
 type request struct{ c *fiber.Ctx }
 
+var errRouteUnknown = fmt.Errorf("fiberrl: %w in middleware added with app.Use or to a group: "+
+	"pass the middleware to the route (app.Get(path, limit, handler)) to key on the route", keyfunc.ErrRouteUnknown)
+
 func (q request) Context() context.Context  { return q.c.UserContext() }
 func (q request) Method() string            { return q.c.Method() }
 func (q request) Header(name string) string { return q.c.Get(name) }
@@ -229,7 +235,27 @@ func (q request) Query(name string) string  { return q.c.Query(name) }
 func (q request) RemoteAddr() string        { return q.c.Context().RemoteAddr().String() }
 func (q request) Value(key any) any         { return q.c.Locals(key) }
 
-func (q request) Route() (string, error) { return q.c.Route().Path, nil }
+// Route returns the template of the route whose handlers run. In
+// middleware added with app.Use or to a group, that is the middleware's
+// own entry, which is no route of the request: Fiber marks it in the
+// unexported field use of fiber.Route, and says nothing of it otherwise.
+func (q request) Route() (string, error) {
+	r := q.c.Route()
+	if routeUse != nil && reflect.ValueOf(r).Elem().FieldByIndex(routeUse).Bool() {
+		return "", errRouteUnknown
+	}
+	return r.Path, nil
+}
+
+// routeUse is the index of fiber.Route's field use, or nil if this
+// version of Fiber has none (a test checks that it has).
+var routeUse = func() []int {
+	f, ok := reflect.TypeFor[fiber.Route]().FieldByName("use")
+	if !ok || f.Type.Kind() != reflect.Bool {
+		return nil
+	}
+	return f.Index
+}()
 
 func (q request) HeaderValues(name string) []string {
 	lines := q.c.Request().Header.PeekAll(name)

@@ -31,6 +31,7 @@ var adapter = conformance.Adapter{
 		fiberrl.New(app.Client, l.Rate, options(app, l)...)
 	},
 	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     false,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }

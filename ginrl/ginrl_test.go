@@ -31,6 +31,7 @@ var adapter = conformance.Adapter{
 		ginrl.New(app.Client, l.Rate, options(app, l)...)
 	},
 	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     true,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }

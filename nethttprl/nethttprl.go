@@ -16,9 +16,11 @@
 // timeout, or a name already used with another rate, makes New panic with
 // a message naming the option.
 //
-// Route keys (keyfunc.Route) need the ServeMux pattern, which is known only
-// inside the mux: wrap the route's handler, not the mux. Routers that do
-// not set r.Pattern, such as chi, are read with Key.
+// Route keys (keyfunc.Route) need the ServeMux pattern (r.Pattern), which
+// is known only inside the mux: wrap the route's handler, not the mux.
+// Wrapping the mux, keyfunc.Route fails every decision with an error
+// (wrapping keyfunc.ErrRouteUnknown) that the error handler logs. Routers
+// that do not set r.Pattern, such as chi, are read with Key.
 package nethttprl
 
 import (
@@ -211,6 +213,9 @@ func (w *watch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // request is the keyfunc.Request of a net/http request.
 type request struct{ r *http.Request }
 
+var errRouteUnknown = fmt.Errorf("nethttprl: %w: the request has no ServeMux pattern: "+
+	"wrap the route's handler (mux.Handle(pattern, limit(handler))), not the mux, to key on the route", keyfunc.ErrRouteUnknown)
+
 func (q request) Context() context.Context          { return q.r.Context() }
 func (q request) Method() string                    { return q.r.Method }
 func (q request) Header(name string) string         { return q.r.Header.Get(name) }
@@ -220,9 +225,14 @@ func (q request) RemoteAddr() string                { return q.r.RemoteAddr }
 func (q request) Value(key any) any                 { return q.r.Context().Value(key) }
 
 // Route returns the ServeMux pattern without its method, which
-// keyfunc.Route adds itself: "GET /users/{id}" gives "/users/{id}".
+// keyfunc.Route adds itself: "GET /users/{id}" gives "/users/{id}". A
+// request that reached a handler of the mux has a pattern, so one without
+// is outside the mux.
 func (q request) Route() (string, error) {
 	pattern := q.r.Pattern
+	if pattern == "" {
+		return "", errRouteUnknown
+	}
 	if i := strings.IndexByte(pattern, ' '); i >= 0 {
 		return strings.TrimLeft(pattern[i+1:], " \t"), nil
 	}

@@ -29,6 +29,7 @@ var adapter = conformance.Adapter{
 		nethttprl.New(app.Client, l.Rate, options(app, l)...)
 	},
 	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     false,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }

@@ -119,6 +119,9 @@ type Adapter struct {
 	// and 503 answers: application/problem+json, or what the framework's
 	// error handler writes where the refusals go through it.
 	ProblemContentType string
+	// RoutesInGlobal reports whether middleware added to every route knows
+	// the route template.
+	RoutesInGlobal bool
 	// UserKey is the key under which the pre-middleware stores X-User.
 	UserKey any
 	// Peer is the address the framework reports for test clients.

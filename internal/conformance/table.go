@@ -449,6 +449,25 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/tenants/a:b"), "per path parameter")
 	})
 
+	t.Run("a route key where the route is not known", func(t *testing.T) {
+		t.Parallel()
+		ap, c := app(t, []Limit{{Name: "route", Rate: perMinute(2), Keys: []keyfunc.KeyFunc{keyfunc.Route()}, OnError: ErrorObserve}},
+			Route{Path: "/a"}, Route{Path: "/b"})
+		if a.RoutesInGlobal {
+			assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"))
+			assert.Equal(t, []int{200}, c.statuses(1, "/b"), "per route")
+			assert.Empty(t, drain(ap.Errors))
+			return
+		}
+		assert.Equal(t, []int{200, 200, 200}, c.statuses(3, "/a"), "every decision fails: fail open")
+		errs := drain(ap.Errors)
+		require.Len(t, errs, 3)
+		for _, err := range errs {
+			assert.ErrorIs(t, err, keyfunc.ErrRouteUnknown)
+			assert.Contains(t, err.Error(), a.Name+": ", "the adapter says where the middleware belongs")
+		}
+	})
+
 	t.Run("invalid options panic at construction", func(t *testing.T) {
 		t.Parallel()
 		ap, _ := one(t, Limit{Name: "ok", Rate: perMinute(1)})
