@@ -15,6 +15,19 @@
 // timeout, or a name already used with another rate, makes New panic with
 // a message naming the option.
 //
+// # Errors go to the HTTPErrorHandler
+//
+// As Echo's own middlewares do, the middleware returns its refusals as an
+// *echo.HTTPError, which Echo passes to the application's HTTPErrorHandler:
+// 429 over the limit, 403 for a request without a key under
+// WithMissingKeyDeny, 503 when failing closed. The rate limit headers and
+// Retry-After are set on the response first. The error's Message is the
+// RFC 9457 problem object: Echo's DefaultHTTPErrorHandler writes it as
+// the JSON body (with the Content-Type application/json), and it prints as
+// the status text. WithDenyHandler answers over-limit requests otherwise.
+//
+// # Routes
+//
 // Route keys (keyfunc.Route) use Echo's route template, such as
 // "/users/:id", which is known in middleware added with e.Use or to a
 // route. In e.Pre, which runs before routing, no request has a route yet:
@@ -33,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -113,8 +127,8 @@ func WithSkip(skip middleware.Skipper) Option {
 	return func(c *config) { c.skip = skip }
 }
 
-// WithDenyHandler answers requests over the limit instead of the default 429
-// problem+json response, and the middleware returns its error. The rate limit
+// WithDenyHandler answers requests over the limit instead of the default
+// *echo.HTTPError, and the middleware returns its error. The rate limit
 // headers and Retry-After are already set; ResultFrom gives the decision.
 func WithDenyHandler(deny echo.HandlerFunc) Option {
 	return func(c *config) { c.deny = deny }
@@ -184,15 +198,22 @@ func New(client *core.Client, rate core.Rate, opts ...Option) echo.MiddlewareFun
 				p.LogError(c.Request().Context(), d.Err)
 			}
 			if status, body := p.Reply(d); status != 0 {
-				// The Content-Type is set first because c.Blob keeps one an
-				// earlier middleware set.
-				c.Response().Header().Set(echo.HeaderContentType, policy.ProblemContentType)
-				return c.Blob(status, policy.ProblemContentType, body)
+				return &echo.HTTPError{Code: status, Message: problem{status, body}}
 			}
 			return next(c)
 		}
 	}
 }
+
+// problem is the Message of the *echo.HTTPError of a refusal: its JSON is
+// the RFC 9457 problem object, and it prints as the status text.
+type problem struct {
+	status int
+	body   []byte
+}
+
+func (p problem) MarshalJSON() ([]byte, error) { return p.body, nil }
+func (p problem) String() string               { return http.StatusText(p.status) }
 
 // resultKey is where a denied request's decision is stored with c.Set.
 const resultKey = "github.com/redlimit/redlimit/echorl.result"

@@ -12,7 +12,6 @@ import (
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/policy"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -29,7 +28,8 @@ var adapter = conformance.Adapter{
 	Build: func(app conformance.App, l conformance.Limit) {
 		echorl.New(app.Client, l.Rate, options(app, l)...)
 	},
-	ProblemContentType: policy.ProblemContentType,
+	// Refusals go through Echo's DefaultHTTPErrorHandler.
+	ProblemContentType: echo.MIMEApplicationJSON,
 	RoutesInGlobal:     true,
 }
 
