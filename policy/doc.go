@@ -6,7 +6,7 @@
 // policy when Redis cannot answer, and writes the response headers. Each
 // adapter only translates its framework's request and response, so they
 // all behave alike, and an adapter for another framework takes a page of
-// code.
+// code (see the example).
 //
 // # Limiter names
 //
