@@ -158,8 +158,9 @@ func buildFiber(client *core.Client, timeout time.Duration, callers int) op {
 	}
 }
 
-// names4 are limiter names as the middleware builds them for IPv4 clients.
-var names4 = names("default:10.0.", 256)
+// names4 are limiter names as the middleware builds them for IPv4 clients:
+// an unnamed middleware is named after its rate.
+var names4 = names("1000000-per-1m:10.0.", 256)
 
 // variant is one way of serving scenario e's requests: the core client of
 // the middleware (nil: no middleware) and whether it uses the run's Redis.
@@ -210,8 +211,8 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 					return nil, err
 				}
 				// The options the middleware gives every limiter, and a
-				// name of the length it builds ("default:" and an IPv4
-				// address).
+				// name of the length it builds (the policy name and an
+				// IPv4 address).
 				opts := []core.LimiterOption{core.WithRate(middlewareRate), core.WithCallTimeout(memoryTimeout)}
 				return func(ctx context.Context, w, i int) (bool, error) {
 					r, err := client.Limiter(names4[i%len(names4)], opts...).TryAcquire(ctx, 1)

@@ -3,16 +3,37 @@
 // or is rejected with 429, or waits for a permit.
 //
 //	e := echo.New()
-//	e.Use(echorl.New(client, core.PerMinute(100)))
+//	e.Use(echorl.New(client, core.PerMinute(100), echorl.WithName("global")))
 //	e.POST("/login", login, echorl.New(client, core.PerMinute(5), echorl.WithName("login")))
 //
-// The behaviour (limiter names, wait mode, failure policy, headers) is that
-// of package policy, and the options have the same names in nethttprl, ginrl
-// and fiberrl. Route keys (keyfunc.Route) use Echo's route template, such as
-// "/users/:id", which is known in middleware added with e.Use or to a route,
-// not in e.Pre. Echo also reports a template for some requests that match
-// no route (a 404 under "/users/:id", a 405 on "/a"), so those share that
-// route's bucket; the set of keys stays bounded.
+// The behaviour (limiter names, shared budgets, requests without a key,
+// wait mode, failure policy, headers) is that of package policy, and the
+// options have the same names in nethttprl, ginrl and fiberrl. A key can
+// be read from the echo.Context with Key, or built with package keyfunc.
+//
+// A configuration mistake, such as an invalid rate, cost, name, wait or
+// timeout, or a name already used with another rate, makes New panic with
+// a message naming the option.
+//
+// # Errors go to the HTTPErrorHandler
+//
+// As Echo's own middlewares do, the middleware returns its refusals as an
+// *echo.HTTPError, which Echo passes to the application's HTTPErrorHandler:
+// 429 over the limit, 403 for a request without a key under
+// WithMissingKeyDeny, 503 when failing closed. The rate limit headers and
+// Retry-After are set on the response first. The error's Message is the
+// RFC 9457 problem object: Echo's DefaultHTTPErrorHandler writes it as
+// the JSON body (with the Content-Type application/json), and it prints as
+// the status text. WithDenyHandler answers over-limit requests otherwise.
+//
+// # Routes
+//
+// Route keys (keyfunc.Route) use Echo's route template, such as
+// "/users/:id", which is known in middleware added with e.Use or to a
+// route. In e.Pre, which runs before routing, no request has a route yet:
+// each is taken for one that matched no route, so the missing-key choice
+// applies to all. Echo also reports a template for some requests that
+// match no route (a 405 on "/a"), so those share that route's bucket.
 //
 // The client address is the TCP peer's, and keyfunc.IP reads
 // X-Forwarded-For only from the proxies it is told to trust. Echo's
@@ -23,8 +44,9 @@ package echorl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,130 +57,163 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
-type handlers struct {
+// An Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	policy  []policy.Option
 	skip    middleware.Skipper
 	deny    echo.HandlerFunc
 	onError func(echo.Context, error) error
 }
 
-// An Option configures the middleware.
-type Option = policy.Option[handlers]
+func shared(o policy.Option) Option { return func(c *config) { c.policy = append(c.policy, o) } }
 
-// WithName names the policy: it goes into limiter names and headers.
-// Default "default"; give each limit of an application its own name.
-func WithName(name string) Option { return policy.WithName[handlers](name) }
+// WithName names the limit: the name goes into limiter names and headers.
+// Middlewares on one client share a budget only when they have the same
+// name, and then they must have the same rate and key. Without a name, a
+// middleware is named after its rate ("100-per-1m"), and shares its budget
+// with no other.
+func WithName(name string) Option { return shared(policy.WithName(name)) }
 
 // WithKey sets the key functions, joined, that say who is limited.
 // Default: the client IP, keyfunc.IP().
-func WithKey(keys ...keyfunc.KeyFunc) Option { return policy.WithKey[handlers](keys...) }
+func WithKey(keys ...keyfunc.KeyFunc) Option { return shared(policy.WithKey(keys...)) }
 
 // WithCost sets the permits each request takes. Default 1.
-func WithCost(permits int64) Option { return policy.WithCost[handlers](permits) }
+func WithCost(permits int64) Option { return shared(policy.WithCost(permits)) }
 
 // WithWait makes requests over the limit wait up to maxWait for a permit
 // (when the exact wait fits) instead of being rejected at once.
-func WithWait(maxWait time.Duration) Option { return policy.WithWait[handlers](maxWait) }
+func WithWait(maxWait time.Duration) Option { return shared(policy.WithWait(maxWait)) }
 
 // WithMaxWaiters bounds the requests waiting at once. Default 1024.
-func WithMaxWaiters(n int) Option { return policy.WithMaxWaiters[handlers](n) }
+func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 
 // WithTimeout bounds each Redis round trip. Default 100 ms.
-func WithTimeout(d time.Duration) Option { return policy.WithTimeout[handlers](d) }
+func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
 // WithFailOpen serves requests when Redis cannot decide (the default).
-func WithFailOpen() Option { return policy.WithFailOpen[handlers]() }
+func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
-func WithFailClosed() Option { return policy.WithFailClosed[handlers]() }
+func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
 
-// WithHeaders selects the rate limit headers. Default policy.HeadersAll.
-func WithHeaders(style policy.HeaderStyle) Option { return policy.WithHeaders[handlers](style) }
+// WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
+// fields. Default: those and X-RateLimit-*.
+func WithIETFHeaders() Option { return shared(policy.WithIETFHeaders()) }
+
+// WithLegacyHeaders writes only the X-RateLimit-* headers.
+func WithLegacyHeaders() Option { return shared(policy.WithLegacyHeaders()) }
+
+// WithoutHeaders writes no rate limit headers but Retry-After.
+func WithoutHeaders() Option { return shared(policy.WithoutHeaders()) }
+
+// WithMissingKeyIP limits a request that has no key (no user, API key or
+// route) by its client IP, in a namespace of its own (the default). Behind
+// a proxy, pass keyfunc.TrustProxies.
+func WithMissingKeyIP(opts ...keyfunc.IPOption) Option {
+	return shared(policy.WithMissingKeyIP(opts...))
+}
+
+// WithMissingKeyDeny answers 403 to a request that has no key.
+func WithMissingKeyDeny() Option { return shared(policy.WithMissingKeyDeny()) }
+
+// WithMissingKeyServe serves a request that has no key without a limit.
+func WithMissingKeyServe() Option { return shared(policy.WithMissingKeyServe()) }
 
 // WithSkip exempts the requests for which skip returns true.
 func WithSkip(skip middleware.Skipper) Option {
-	return func(_ *policy.Settings, h *handlers) { h.skip = skip }
+	return func(c *config) { c.skip = skip }
 }
 
-// WithDenyHandler answers requests over the limit instead of the default 429
-// problem+json response, and the middleware returns its error. The rate
-// limit headers and Retry-After are already set; ResultFrom gives the
-// decision.
+// WithDenyHandler answers requests over the limit instead of the default
+// *echo.HTTPError, and the middleware returns its error. The rate limit
+// headers and Retry-After are already set; ResultFrom gives the decision.
 func WithDenyHandler(deny echo.HandlerFunc) Option {
-	return func(_ *policy.Settings, h *handlers) { h.deny = deny }
+	return func(c *config) { c.deny = deny }
 }
 
 // WithErrorHandler is called when no decision could be made (Redis down or
-// slow, no key for the request), instead of the default, which logs. If it
+// slow, a key function failed), instead of the default, which logs. If it
 // returns an error, the middleware returns it; if it writes a response,
 // that response stands; otherwise the failure policy applies: serve (fail
 // open) or 503 (fail closed).
 func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
-	return func(_ *policy.Settings, h *handlers) { h.onError = onError }
+	return func(c *config) { c.onError = onError }
 }
 
-// New returns the middleware limiting requests to rate. Invalid options
-// make every request fail with 500, and the error is passed to the error
-// handler: a misconfigured limiter is loud, never silently off.
-func New(c *core.Client, rate core.Rate, opts ...Option) echo.MiddlewareFunc {
-	s, h := policy.Apply(opts)
-	p, err := policy.New(c, rate, s)
+// Key returns a key function that reads the key from the echo.Context,
+// such as a path parameter or a claim set by authentication:
+//
+//	echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) { return c.Param("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis. An empty key means
+// that the request has no key. The function works only in this package's
+// middleware.
+func Key(f func(echo.Context) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("echorl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(*request)
+		if !ok {
+			return "", errForeign
+		}
+		return f(q.c)
+	}
+}
+
+var errForeign = errors.New("echorl.Key: a key function of echorl used outside echorl's middleware")
+
+// New returns the middleware limiting requests to rate. It panics when the
+// rate or an option is invalid, naming it.
+func New(client *core.Client, rate core.Rate, opts ...Option) echo.MiddlewareFunc {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	p, err := policy.New(client, rate, cfg.policy...)
+	if err != nil {
+		panic(fmt.Errorf("echorl.New: %w", err))
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if err != nil {
-				if stop, herr := h.fail(c, nil, err); stop {
-					return herr
-				}
-				return echo.NewHTTPError(http.StatusInternalServerError)
-			}
-			if h.skip != nil && h.skip(c) {
+			if cfg.skip != nil && cfg.skip(c) {
 				return next(c)
 			}
-			q := requests.Get().(*request)
-			q.c = c
-			d := p.Decide(q)
-			q.c = nil
-			requests.Put(q)
+			d := p.Decide(&request{c})
 			p.SetHeaders(c.Response().Header(), d)
-			switch d.Outcome {
-			case policy.Denied:
-				if h.deny != nil {
-					c.Set(resultKey, d.Result)
-					return h.deny(c)
+			switch {
+			case d.Outcome == policy.Denied && cfg.deny != nil:
+				c.Set(resultKey, d.Result)
+				return cfg.deny(c)
+			case d.Outcome == policy.Failed && cfg.onError != nil:
+				if err := cfg.onError(c, d.Err); err != nil || c.Response().Committed {
+					return err
 				}
-				return problem(c, http.StatusTooManyRequests, p.DenyBody())
-			case policy.Failed:
-				if stop, herr := h.fail(c, p, d.Err); stop {
-					return herr
-				}
-				if p.FailClosed() {
-					return problem(c, http.StatusServiceUnavailable, p.UnavailableBody())
-				}
+			case d.Outcome == policy.Failed:
+				p.LogError(c.Request().Context(), d.Err)
 			}
-			return next(c) // allowed, or failed open
+			if status, body := p.Reply(d); status != 0 {
+				return &echo.HTTPError{Code: status, Message: problem{status, body}}
+			}
+			return next(c)
 		}
 	}
 }
 
-// fail passes err to the error handler, or logs it, and reports whether
-// the handler ended the request: it returned an error or wrote a response.
-func (h *handlers) fail(c echo.Context, p *policy.Policy, err error) (bool, error) {
-	if h.onError == nil {
-		p.LogError(c.Request().Context(), err)
-		return false, nil
-	}
-	herr := h.onError(c, err)
-	return herr != nil || c.Response().Committed, herr
+// problem is the Message of the *echo.HTTPError of a refusal: its JSON is
+// the RFC 9457 problem object, and it prints as the status text.
+type problem struct {
+	status int
+	body   []byte
 }
 
-// problem writes a 429 or 503 itself rather than returning an
-// echo.HTTPError: Echo's HTTPErrorHandler would answer {"message": ...} as
-// application/json, and every adapter answers with the policy's RFC 9457
-// problem+json body. The Content-Type is set first because c.Blob keeps one
-// an earlier middleware set.
-func problem(c echo.Context, status int, body []byte) error {
-	c.Response().Header().Set(policy.HeaderContentType, policy.ProblemContentType)
-	return c.Blob(status, policy.ProblemContentType, body)
-}
+func (p problem) MarshalJSON() ([]byte, error) { return p.body, nil }
+func (p problem) String() string               { return http.StatusText(p.status) }
 
 // resultKey is where a denied request's decision is stored with c.Set.
 const resultKey = "github.com/redlimit/redlimit/echorl.result"
@@ -173,18 +228,10 @@ func ResultFrom(c echo.Context) (core.Result, bool) {
 // request is the keyfunc.Request of an Echo request.
 type request struct{ c echo.Context }
 
-// requests recycles request values: echo.Context is an interface, so a
-// request value would not fit in a keyfunc.Request without an allocation.
-// A key function sees a request only during its call.
-var requests = sync.Pool{New: func() any { return new(request) }}
-
-func (q *request) Context() context.Context { return q.c.Request().Context() }
-func (q *request) Method() string           { return q.c.Request().Method }
-func (q *request) Route() string            { return q.c.Path() }
-func (q *request) Path() string             { return q.c.Request().URL.Path }
-func (q *request) Header(name string) string {
-	return q.c.Request().Header.Get(name)
-}
+func (q *request) Context() context.Context          { return q.c.Request().Context() }
+func (q *request) Method() string                    { return q.c.Request().Method }
+func (q *request) Route() (string, error)            { return q.c.Path(), nil }
+func (q *request) Header(name string) string         { return q.c.Request().Header.Get(name) }
 func (q *request) HeaderValues(name string) []string { return q.c.Request().Header.Values(name) }
 func (q *request) Query(name string) string          { return q.c.QueryParam(name) }
 func (q *request) RemoteAddr() string                { return q.c.Request().RemoteAddr }

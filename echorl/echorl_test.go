@@ -25,6 +25,12 @@ var adapter = conformance.Adapter{
 	UserKey:     userKey,
 	Peer:        netip.MustParseAddr("127.0.0.1"),
 	Disconnects: true,
+	Build: func(app conformance.App, l conformance.Limit) {
+		echorl.New(app.Client, l.Rate, options(app, l)...)
+	},
+	// Refusals go through Echo's DefaultHTTPErrorHandler.
+	ProblemContentType: echo.MIMEApplicationJSON,
+	RoutesInGlobal:     true,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
@@ -72,13 +78,46 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 }
 
 func options(app conformance.App, l conformance.Limit) []echorl.Option {
-	o := []echorl.Option{
-		echorl.WithName(l.Name), echorl.WithKey(l.Keys...), echorl.WithCost(l.Cost),
-		echorl.WithWait(l.MaxWait), echorl.WithMaxWaiters(l.MaxWaiters),
-		echorl.WithTimeout(l.Timeout), echorl.WithHeaders(l.Headers),
+	var o []echorl.Option
+	if l.Name != "" {
+		o = append(o, echorl.WithName(l.Name))
+	}
+	if len(l.Keys) > 0 {
+		o = append(o, echorl.WithKey(l.Keys...))
+	}
+	if l.ParamKey != "" {
+		o = append(o, echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) { return c.Param(l.ParamKey), nil })))
+	}
+	if l.Cost != 0 {
+		o = append(o, echorl.WithCost(l.Cost))
+	}
+	if l.MaxWait != 0 {
+		o = append(o, echorl.WithWait(l.MaxWait))
+	}
+	if l.MaxWaiters != 0 {
+		o = append(o, echorl.WithMaxWaiters(l.MaxWaiters))
+	}
+	if l.Timeout != 0 {
+		o = append(o, echorl.WithTimeout(l.Timeout))
 	}
 	if l.FailClosed {
 		o = append(o, echorl.WithFailClosed())
+	}
+	switch l.Headers {
+	case conformance.HeadersIETF:
+		o = append(o, echorl.WithIETFHeaders())
+	case conformance.HeadersLegacy:
+		o = append(o, echorl.WithLegacyHeaders())
+	case conformance.HeadersNone:
+		o = append(o, echorl.WithoutHeaders())
+	}
+	switch l.MissingKey {
+	case conformance.MissingKeyIP:
+		o = append(o, echorl.WithMissingKeyIP())
+	case conformance.MissingKeyDeny:
+		o = append(o, echorl.WithMissingKeyDeny())
+	case conformance.MissingKeyServe:
+		o = append(o, echorl.WithMissingKeyServe())
 	}
 	if l.SkipPath != "" {
 		o = append(o, echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == l.SkipPath }))

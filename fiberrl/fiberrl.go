@@ -3,14 +3,23 @@
 // waits for a permit. It is written for Fiber v2
 // (github.com/gofiber/fiber/v2, *fiber.Ctx).
 //
-//	app.Use(fiberrl.New(client, core.PerMinute(100)))
+//	app.Use(fiberrl.New(client, core.PerMinute(100), fiberrl.WithName("global")))
 //	app.Post("/login", fiberrl.New(client, core.PerMinute(5), fiberrl.WithName("login")), login)
 //
-// The behaviour (limiter names, wait mode, failure policy, headers) is that
-// of package policy, and the options have the same names in ginrl, echorl
-// and nethttprl. Route keys (keyfunc.Route) need the route's template,
-// which Fiber gives only to the handlers registered with the route: pass
-// the middleware to app.Get or app.Post with the route, not to app.Use.
+// The behaviour (limiter names, shared budgets, requests without a key,
+// wait mode, failure policy, headers) is that of package policy, and the
+// options have the same names in ginrl, echorl and nethttprl. A key can be
+// read from the *fiber.Ctx with Key, or built with package keyfunc.
+//
+// A configuration mistake, such as an invalid rate, cost, name, wait or
+// timeout, or a name already used with another rate, makes New panic with
+// a message naming the option.
+//
+// Route keys (keyfunc.Route) need the route's template, which Fiber gives
+// only to the handlers registered with the route: pass the middleware to
+// app.Get or app.Post with the route. In app.Use or a group's middleware,
+// keyfunc.Route fails every decision with an error (wrapping
+// keyfunc.ErrRouteUnknown) that the error handler logs.
 //
 // # Request context and wait mode
 //
@@ -25,7 +34,10 @@ package fiberrl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
+	"reflect"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -36,127 +48,158 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
-type handlers struct {
+// An Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	policy  []policy.Option
 	skip    func(*fiber.Ctx) bool
 	deny    fiber.Handler
 	onError func(*fiber.Ctx, error) error
 }
 
-// An Option configures the middleware.
-type Option = policy.Option[handlers]
+func shared(o policy.Option) Option { return func(c *config) { c.policy = append(c.policy, o) } }
 
-// WithName names the policy: it goes into limiter names and headers.
-// Default "default"; give each limit of an application its own name.
-func WithName(name string) Option { return policy.WithName[handlers](name) }
+// WithName names the limit: the name goes into limiter names and headers.
+// Middlewares on one client share a budget only when they have the same
+// name, and then they must have the same rate and key. Without a name, a
+// middleware is named after its rate ("100-per-1m"), and shares its budget
+// with no other.
+func WithName(name string) Option { return shared(policy.WithName(name)) }
 
 // WithKey sets the key functions, joined, that say who is limited.
 // Default: the client IP, keyfunc.IP().
-func WithKey(keys ...keyfunc.KeyFunc) Option { return policy.WithKey[handlers](keys...) }
+func WithKey(keys ...keyfunc.KeyFunc) Option { return shared(policy.WithKey(keys...)) }
 
 // WithCost sets the permits each request takes. Default 1.
-func WithCost(permits int64) Option { return policy.WithCost[handlers](permits) }
+func WithCost(permits int64) Option { return shared(policy.WithCost(permits)) }
 
 // WithWait makes requests over the limit wait up to maxWait for a permit
-// (when the exact wait fits) instead of being rejected at once. See the
-// package documentation for what bounds a wait under Fiber.
-func WithWait(maxWait time.Duration) Option { return policy.WithWait[handlers](maxWait) }
+// (when the exact wait fits) instead of being rejected at once.
+func WithWait(maxWait time.Duration) Option { return shared(policy.WithWait(maxWait)) }
 
 // WithMaxWaiters bounds the requests waiting at once. Default 1024.
-func WithMaxWaiters(n int) Option { return policy.WithMaxWaiters[handlers](n) }
+func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 
 // WithTimeout bounds each Redis round trip. Default 100 ms.
-func WithTimeout(d time.Duration) Option { return policy.WithTimeout[handlers](d) }
+func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
 // WithFailOpen serves requests when Redis cannot decide (the default).
-func WithFailOpen() Option { return policy.WithFailOpen[handlers]() }
+func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
-func WithFailClosed() Option { return policy.WithFailClosed[handlers]() }
+func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
 
-// WithHeaders selects the rate limit headers. Default policy.HeadersAll.
-func WithHeaders(style policy.HeaderStyle) Option { return policy.WithHeaders[handlers](style) }
+// WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
+// fields. Default: those and X-RateLimit-*.
+func WithIETFHeaders() Option { return shared(policy.WithIETFHeaders()) }
+
+// WithLegacyHeaders writes only the X-RateLimit-* headers.
+func WithLegacyHeaders() Option { return shared(policy.WithLegacyHeaders()) }
+
+// WithoutHeaders writes no rate limit headers but Retry-After.
+func WithoutHeaders() Option { return shared(policy.WithoutHeaders()) }
+
+// WithMissingKeyIP limits a request that has no key (no user, API key or
+// route) by its client IP, in a namespace of its own (the default). Behind
+// a proxy, pass keyfunc.TrustProxies.
+func WithMissingKeyIP(opts ...keyfunc.IPOption) Option {
+	return shared(policy.WithMissingKeyIP(opts...))
+}
+
+// WithMissingKeyDeny answers 403 to a request that has no key.
+func WithMissingKeyDeny() Option { return shared(policy.WithMissingKeyDeny()) }
+
+// WithMissingKeyServe serves a request that has no key without a limit.
+func WithMissingKeyServe() Option { return shared(policy.WithMissingKeyServe()) }
 
 // WithSkip exempts the requests for which skip returns true. Fiber's own
 // middlewares call this option Next.
 func WithSkip(skip func(*fiber.Ctx) bool) Option {
-	return func(_ *policy.Settings, h *handlers) { h.skip = skip }
+	return func(c *config) { c.skip = skip }
 }
 
 // WithDenyHandler answers requests over the limit instead of the default 429
 // problem+json response; its error is returned to Fiber. The rate limit
 // headers and Retry-After are already set; ResultFrom gives the decision.
 func WithDenyHandler(deny fiber.Handler) Option {
-	return func(_ *policy.Settings, h *handlers) { h.deny = deny }
+	return func(c *config) { c.deny = deny }
 }
 
 // WithErrorHandler is called when no decision could be made (Redis down or
-// slow, no key for the request), instead of the default, which logs. If it
+// slow, a key function failed), instead of the default, which logs. If it
 // answers the request (sets a status or a body, or returns an error, which
 // goes to Fiber), that answer stands; otherwise the failure policy applies:
 // serve (fail open) or 503 (fail closed).
 func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
-	return func(_ *policy.Settings, h *handlers) { h.onError = onError }
+	return func(c *config) { c.onError = onError }
 }
 
-// New returns the middleware limiting requests to rate. Invalid options
-// make every request fail with 500, and the error is passed to the error
-// handler: a misconfigured limiter is loud, never silently off.
-func New(client *core.Client, rate core.Rate, opts ...Option) fiber.Handler {
-	s, h := policy.Apply(opts)
-	p, err := policy.New(client, rate, s)
-	return func(c *fiber.Ctx) error {
-		if err != nil {
-			if handled, herr := h.fail(c, nil, err); handled {
-				return herr
-			}
-			return c.SendStatus(fiber.StatusInternalServerError)
+// Key returns a key function that reads the key from the *fiber.Ctx, such
+// as a path parameter or a value in c.Locals:
+//
+//	fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) { return c.Params("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis, and is not kept
+// after the request, so it may be one of Fiber's zero-copy strings. An
+// empty key means that the request has no key. The function works only in
+// this package's middleware.
+func Key(f func(*fiber.Ctx) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("fiberrl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(request)
+		if !ok {
+			return "", errForeign
 		}
-		if h.skip != nil && h.skip(c) {
+		return f(q.c)
+	}
+}
+
+var errForeign = errors.New("fiberrl.Key: a key function of fiberrl used outside fiberrl's middleware")
+
+// New returns the middleware limiting requests to rate. It panics when the
+// rate or an option is invalid, naming it.
+func New(client *core.Client, rate core.Rate, opts ...Option) fiber.Handler {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	p, err := policy.New(client, rate, cfg.policy...)
+	if err != nil {
+		panic(fmt.Errorf("fiberrl.New: %w", err))
+	}
+	return func(c *fiber.Ctx) error {
+		if cfg.skip != nil && cfg.skip(c) {
 			return c.Next()
 		}
 		d := p.Decide(request{c})
 		p.SetHeaders(header{c}, d)
-		switch d.Outcome {
-		case policy.Allowed:
-			return c.Next()
-		case policy.Denied:
-			if h.deny != nil {
-				c.Locals(resultKey{}, d.Result)
-				return h.deny(c)
+		switch {
+		case d.Outcome == policy.Denied && cfg.deny != nil:
+			c.Locals(resultKey{}, d.Result)
+			return cfg.deny(c)
+		case d.Outcome == policy.Failed && cfg.onError != nil:
+			status, size := c.Response().StatusCode(), len(c.Response().Body())
+			if err := cfg.onError(c, d.Err); err != nil || c.Response().StatusCode() != status || len(c.Response().Body()) != size {
+				return err
 			}
-			return problem(c, fiber.StatusTooManyRequests, p.DenyBody())
-		default: // policy.Failed
-			if handled, herr := h.fail(c, p, d.Err); handled {
-				return herr
-			}
-			if p.FailClosed() {
-				return problem(c, fiber.StatusServiceUnavailable, p.UnavailableBody())
-			}
-			return c.Next()
+		case d.Outcome == policy.Failed:
+			p.LogError(c.UserContext(), d.Err)
 		}
+		if status, body := p.Reply(d); status != 0 {
+			// The body is copied, not sent with c.Send: it is shared by
+			// every request of the policy.
+			c.Status(status)
+			c.Set(fiber.HeaderContentType, policy.ProblemContentType)
+			c.Response().SetBody(body)
+			return nil
+		}
+		return c.Next()
 	}
-}
-
-// fail passes err to the error handler, or logs it, and reports whether
-// the handler answered the request: it returned an error, or set a status
-// or a body.
-func (h *handlers) fail(c *fiber.Ctx, p *policy.Policy, err error) (bool, error) {
-	if h.onError == nil {
-		p.LogError(c.UserContext(), err)
-		return false, nil
-	}
-	status, size := c.Response().StatusCode(), len(c.Response().Body())
-	herr := h.onError(c, err)
-	return herr != nil || c.Response().StatusCode() != status || len(c.Response().Body()) != size, herr
-}
-
-// problem writes a problem+json response. The body is copied, not sent
-// with c.Send, as it is shared by all requests of the policy.
-func problem(c *fiber.Ctx, status int, body []byte) error {
-	c.Status(status)
-	c.Set(fiber.HeaderContentType, policy.ProblemContentType)
-	c.Response().SetBody(body)
-	return nil
 }
 
 type resultKey struct{}
@@ -182,14 +225,37 @@ func (h header) Add(key, value string) { h.c.Response().Header.Add(key, value) }
 // Fiber's zero-copy views, valid until the handler returns.
 type request struct{ c *fiber.Ctx }
 
+var errRouteUnknown = fmt.Errorf("fiberrl: %w in middleware added with app.Use or to a group: "+
+	"pass the middleware to the route (app.Get(path, limit, handler)) to key on the route", keyfunc.ErrRouteUnknown)
+
 func (q request) Context() context.Context  { return q.c.UserContext() }
 func (q request) Method() string            { return q.c.Method() }
-func (q request) Route() string             { return q.c.Route().Path }
-func (q request) Path() string              { return q.c.Path() }
 func (q request) Header(name string) string { return q.c.Get(name) }
 func (q request) Query(name string) string  { return q.c.Query(name) }
 func (q request) RemoteAddr() string        { return q.c.Context().RemoteAddr().String() }
 func (q request) Value(key any) any         { return q.c.Locals(key) }
+
+// Route returns the template of the route whose handlers run. In
+// middleware added with app.Use or to a group, that is the middleware's
+// own entry, which is no route of the request: Fiber marks it in the
+// unexported field use of fiber.Route, and says nothing of it otherwise.
+func (q request) Route() (string, error) {
+	r := q.c.Route()
+	if routeUse != nil && reflect.ValueOf(r).Elem().FieldByIndex(routeUse).Bool() {
+		return "", errRouteUnknown
+	}
+	return r.Path, nil
+}
+
+// routeUse is the index of fiber.Route's field use, or nil if this
+// version of Fiber has none (a test checks that it has).
+var routeUse = func() []int {
+	f, ok := reflect.TypeFor[fiber.Route]().FieldByName("use")
+	if !ok || f.Type.Kind() != reflect.Bool {
+		return nil
+	}
+	return f.Index
+}()
 
 func (q request) HeaderValues(name string) []string {
 	lines := q.c.Request().Header.PeekAll(name)

@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/policy"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -26,6 +27,11 @@ var adapter = conformance.Adapter{
 	// app.Test serves a connection whose remote address is 0.0.0.0:0.
 	Peer:        netip.MustParseAddr("0.0.0.0"),
 	Disconnects: false,
+	Build: func(app conformance.App, l conformance.Limit) {
+		fiberrl.New(app.Client, l.Rate, options(app, l)...)
+	},
+	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     false,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
@@ -99,13 +105,46 @@ func fiberPath(p string) string {
 }
 
 func options(app conformance.App, l conformance.Limit) []fiberrl.Option {
-	o := []fiberrl.Option{
-		fiberrl.WithName(l.Name), fiberrl.WithKey(l.Keys...), fiberrl.WithCost(l.Cost),
-		fiberrl.WithWait(l.MaxWait), fiberrl.WithMaxWaiters(l.MaxWaiters),
-		fiberrl.WithTimeout(l.Timeout), fiberrl.WithHeaders(l.Headers),
+	var o []fiberrl.Option
+	if l.Name != "" {
+		o = append(o, fiberrl.WithName(l.Name))
+	}
+	if len(l.Keys) > 0 {
+		o = append(o, fiberrl.WithKey(l.Keys...))
+	}
+	if l.ParamKey != "" {
+		o = append(o, fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) { return c.Params(l.ParamKey), nil })))
+	}
+	if l.Cost != 0 {
+		o = append(o, fiberrl.WithCost(l.Cost))
+	}
+	if l.MaxWait != 0 {
+		o = append(o, fiberrl.WithWait(l.MaxWait))
+	}
+	if l.MaxWaiters != 0 {
+		o = append(o, fiberrl.WithMaxWaiters(l.MaxWaiters))
+	}
+	if l.Timeout != 0 {
+		o = append(o, fiberrl.WithTimeout(l.Timeout))
 	}
 	if l.FailClosed {
 		o = append(o, fiberrl.WithFailClosed())
+	}
+	switch l.Headers {
+	case conformance.HeadersIETF:
+		o = append(o, fiberrl.WithIETFHeaders())
+	case conformance.HeadersLegacy:
+		o = append(o, fiberrl.WithLegacyHeaders())
+	case conformance.HeadersNone:
+		o = append(o, fiberrl.WithoutHeaders())
+	}
+	switch l.MissingKey {
+	case conformance.MissingKeyIP:
+		o = append(o, fiberrl.WithMissingKeyIP())
+	case conformance.MissingKeyDeny:
+		o = append(o, fiberrl.WithMissingKeyDeny())
+	case conformance.MissingKeyServe:
+		o = append(o, fiberrl.WithMissingKeyServe())
 	}
 	if l.SkipPath != "" {
 		o = append(o, fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == l.SkipPath }))

@@ -3,13 +3,19 @@
 // for a permit.
 //
 //	engine := gin.New()
-//	engine.Use(ginrl.New(client, core.PerMinute(100)))
+//	engine.Use(ginrl.New(client, core.PerMinute(100), ginrl.WithName("global")))
 //	engine.POST("/login", ginrl.New(client, core.PerMinute(5), ginrl.WithName("login")), login)
 //
-// The behaviour (limiter names, wait mode, failure policy, headers) is that
-// of package policy, and the options have the same names in nethttprl,
-// echorl and fiberrl. Route keys (keyfunc.Route) use gin's route template,
-// c.FullPath() ("/users/:id"), known in global middleware too.
+// The behaviour (limiter names, shared budgets, requests without a key,
+// wait mode, failure policy, headers) is that of package policy, and the
+// options have the same names in nethttprl, echorl and fiberrl. A key can
+// be read from the *gin.Context with Key, or built with package keyfunc.
+// Route keys (keyfunc.Route) use gin's route template, c.FullPath()
+// ("/users/:id"), known in global middleware too.
+//
+// A configuration mistake, such as an invalid rate, cost, name, wait or
+// timeout, or a name already used with another rate, makes New panic with
+// a message naming the option, as gin panics on a conflicting route.
 //
 // The client address is the TCP peer, c.Request.RemoteAddr, never
 // c.ClientIP(): unless SetTrustedProxies is called, gin trusts
@@ -20,7 +26,8 @@ package ginrl
 
 import (
 	"context"
-	"net/http"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -30,127 +37,156 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
-type handlers struct {
+// An Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	policy  []policy.Option
 	skip    func(*gin.Context) bool
 	deny    gin.HandlerFunc
 	onError func(*gin.Context, error)
 }
 
-// An Option configures the middleware.
-type Option = policy.Option[handlers]
+func shared(o policy.Option) Option { return func(c *config) { c.policy = append(c.policy, o) } }
 
-// WithName names the policy: it goes into limiter names and headers.
-// Default "default"; give each limit of an application its own name.
-func WithName(name string) Option { return policy.WithName[handlers](name) }
+// WithName names the limit: the name goes into limiter names and headers.
+// Middlewares on one client share a budget only when they have the same
+// name, and then they must have the same rate and key. Without a name, a
+// middleware is named after its rate ("100-per-1m"), and shares its budget
+// with no other.
+func WithName(name string) Option { return shared(policy.WithName(name)) }
 
 // WithKey sets the key functions, joined, that say who is limited.
 // Default: the client IP, keyfunc.IP().
-func WithKey(keys ...keyfunc.KeyFunc) Option { return policy.WithKey[handlers](keys...) }
+func WithKey(keys ...keyfunc.KeyFunc) Option { return shared(policy.WithKey(keys...)) }
 
 // WithCost sets the permits each request takes. Default 1.
-func WithCost(permits int64) Option { return policy.WithCost[handlers](permits) }
+func WithCost(permits int64) Option { return shared(policy.WithCost(permits)) }
 
 // WithWait makes requests over the limit wait up to maxWait for a permit
 // (when the exact wait fits) instead of being rejected at once.
-func WithWait(maxWait time.Duration) Option { return policy.WithWait[handlers](maxWait) }
+func WithWait(maxWait time.Duration) Option { return shared(policy.WithWait(maxWait)) }
 
 // WithMaxWaiters bounds the requests waiting at once. Default 1024.
-func WithMaxWaiters(n int) Option { return policy.WithMaxWaiters[handlers](n) }
+func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 
 // WithTimeout bounds each Redis round trip. Default 100 ms.
-func WithTimeout(d time.Duration) Option { return policy.WithTimeout[handlers](d) }
+func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
 // WithFailOpen serves requests when Redis cannot decide (the default).
-func WithFailOpen() Option { return policy.WithFailOpen[handlers]() }
+func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
-func WithFailClosed() Option { return policy.WithFailClosed[handlers]() }
+func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
 
-// WithHeaders selects the rate limit headers. Default policy.HeadersAll.
-func WithHeaders(style policy.HeaderStyle) Option { return policy.WithHeaders[handlers](style) }
+// WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
+// fields. Default: those and X-RateLimit-*.
+func WithIETFHeaders() Option { return shared(policy.WithIETFHeaders()) }
+
+// WithLegacyHeaders writes only the X-RateLimit-* headers.
+func WithLegacyHeaders() Option { return shared(policy.WithLegacyHeaders()) }
+
+// WithoutHeaders writes no rate limit headers but Retry-After.
+func WithoutHeaders() Option { return shared(policy.WithoutHeaders()) }
+
+// WithMissingKeyIP limits a request that has no key (no user, API key or
+// route) by its client IP, in a namespace of its own (the default). Behind
+// a proxy, pass keyfunc.TrustProxies.
+func WithMissingKeyIP(opts ...keyfunc.IPOption) Option {
+	return shared(policy.WithMissingKeyIP(opts...))
+}
+
+// WithMissingKeyDeny answers 403 to a request that has no key.
+func WithMissingKeyDeny() Option { return shared(policy.WithMissingKeyDeny()) }
+
+// WithMissingKeyServe serves a request that has no key without a limit.
+func WithMissingKeyServe() Option { return shared(policy.WithMissingKeyServe()) }
 
 // WithSkip exempts the requests for which skip returns true.
 func WithSkip(skip func(*gin.Context) bool) Option {
-	return func(_ *policy.Settings, h *handlers) { h.skip = skip }
+	return func(c *config) { c.skip = skip }
 }
 
 // WithDenyHandler answers requests over the limit instead of the default 429
 // problem+json response. The rate limit headers and Retry-After are already
 // set; ResultFrom gives the decision. The chain is aborted after it.
 func WithDenyHandler(deny gin.HandlerFunc) Option {
-	return func(_ *policy.Settings, h *handlers) { h.deny = deny }
+	return func(c *config) { c.deny = deny }
 }
 
 // WithErrorHandler is called when no decision could be made (Redis down or
-// slow, no key for the request), instead of the default, which logs. If it
+// slow, a key function failed), instead of the default, which logs. If it
 // aborts the context or writes a response, that response stands; otherwise
 // the failure policy applies: serve (fail open) or 503 (fail closed).
 func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
-	return func(_ *policy.Settings, h *handlers) { h.onError = onError }
+	return func(c *config) { c.onError = onError }
 }
 
-// New returns the middleware limiting requests to rate. Invalid options
-// make every request fail with 500, and the error is passed to the error
-// handler: a misconfigured limiter is loud, never silently off.
-func New(c *core.Client, rate core.Rate, opts ...Option) gin.HandlerFunc {
-	s, h := policy.Apply(opts)
-	p, err := policy.New(c, rate, s)
-	return func(c *gin.Context) {
-		if err != nil {
-			if !h.fail(c, nil, err) {
-				c.String(http.StatusInternalServerError, http.StatusText(http.StatusInternalServerError))
-				c.Abort()
-			}
-			return
+// Key returns a key function that reads the key from the *gin.Context,
+// such as a path parameter or a claim set by authentication:
+//
+//	ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.Param("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis. An empty key means
+// that the request has no key. The function works only in this package's
+// middleware.
+func Key(f func(*gin.Context) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("ginrl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(request)
+		if !ok {
+			return "", errForeign
 		}
-		if h.skip != nil && h.skip(c) {
+		return f(q.c)
+	}
+}
+
+var errForeign = errors.New("ginrl.Key: a key function of ginrl used outside ginrl's middleware")
+
+// New returns the middleware limiting requests to rate. It panics when the
+// rate or an option is invalid, naming it.
+func New(client *core.Client, rate core.Rate, opts ...Option) gin.HandlerFunc {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	p, err := policy.New(client, rate, cfg.policy...)
+	if err != nil {
+		panic(fmt.Errorf("ginrl.New: %w", err))
+	}
+	return func(c *gin.Context) {
+		if cfg.skip != nil && cfg.skip(c) {
 			c.Next()
 			return
 		}
 		d := p.Decide(request{c})
 		p.SetHeaders(c.Writer.Header(), d)
-		switch d.Outcome {
-		case policy.Allowed:
-			c.Next()
-		case policy.Denied:
-			if h.deny != nil {
-				c.Set(resultKey{}, d.Result)
-				h.deny(c)
+		switch {
+		case d.Outcome == policy.Denied && cfg.deny != nil:
+			c.Set(resultKey{}, d.Result)
+			cfg.deny(c)
+			c.Abort()
+			return
+		case d.Outcome == policy.Failed && cfg.onError != nil:
+			cfg.onError(c, d.Err)
+			if c.IsAborted() || c.Writer.Written() {
 				c.Abort()
 				return
 			}
-			problem(c, http.StatusTooManyRequests, p.DenyBody())
-		case policy.Failed:
-			if h.fail(c, p, d.Err) {
-				return
-			}
-			if p.FailClosed() {
-				problem(c, http.StatusServiceUnavailable, p.UnavailableBody())
-				return
-			}
-			c.Next()
+		case d.Outcome == policy.Failed:
+			p.LogError(c.Request.Context(), d.Err)
 		}
+		if status, body := p.Reply(d); status != 0 {
+			c.Data(status, policy.ProblemContentType, body)
+			c.Abort()
+			return
+		}
+		c.Next()
 	}
-}
-
-// fail passes err to the error handler, or logs it, and reports whether
-// the handler answered the request (aborted or wrote); then it aborts.
-func (h *handlers) fail(c *gin.Context, p *policy.Policy, err error) bool {
-	if h.onError == nil {
-		p.LogError(c.Request.Context(), err)
-		return false
-	}
-	h.onError(c, err)
-	if c.IsAborted() || c.Writer.Written() {
-		c.Abort()
-		return true
-	}
-	return false
-}
-
-func problem(c *gin.Context, status int, body []byte) {
-	c.Data(status, policy.ProblemContentType, body)
-	c.Abort()
 }
 
 type resultKey struct{}
@@ -166,13 +202,10 @@ func ResultFrom(c *gin.Context) (core.Result, bool) {
 // request is the keyfunc.Request of a gin request.
 type request struct{ c *gin.Context }
 
-func (q request) Context() context.Context { return q.c.Request.Context() }
-func (q request) Method() string           { return q.c.Request.Method }
-func (q request) Route() string            { return q.c.FullPath() }
-func (q request) Path() string             { return q.c.Request.URL.Path }
-func (q request) Header(name string) string {
-	return q.c.Request.Header.Get(name)
-}
+func (q request) Context() context.Context          { return q.c.Request.Context() }
+func (q request) Method() string                    { return q.c.Request.Method }
+func (q request) Route() (string, error)            { return q.c.FullPath(), nil }
+func (q request) Header(name string) string         { return q.c.Request.Header.Get(name) }
 func (q request) HeaderValues(name string) []string { return q.c.Request.Header.Values(name) }
 func (q request) Query(name string) string          { return q.c.Query(name) }
 func (q request) RemoteAddr() string                { return q.c.Request.RemoteAddr }

@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit/ginrl"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/policy"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -26,6 +27,11 @@ var adapter = conformance.Adapter{
 	UserKey:     userKey,
 	Peer:        netip.MustParseAddr("127.0.0.1"),
 	Disconnects: true,
+	Build: func(app conformance.App, l conformance.Limit) {
+		ginrl.New(app.Client, l.Rate, options(app, l)...)
+	},
+	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     true,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
@@ -80,13 +86,46 @@ func ginPath(path string) string {
 }
 
 func options(app conformance.App, l conformance.Limit) []ginrl.Option {
-	o := []ginrl.Option{
-		ginrl.WithName(l.Name), ginrl.WithKey(l.Keys...), ginrl.WithCost(l.Cost),
-		ginrl.WithWait(l.MaxWait), ginrl.WithMaxWaiters(l.MaxWaiters),
-		ginrl.WithTimeout(l.Timeout), ginrl.WithHeaders(l.Headers),
+	var o []ginrl.Option
+	if l.Name != "" {
+		o = append(o, ginrl.WithName(l.Name))
+	}
+	if len(l.Keys) > 0 {
+		o = append(o, ginrl.WithKey(l.Keys...))
+	}
+	if l.ParamKey != "" {
+		o = append(o, ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.Param(l.ParamKey), nil })))
+	}
+	if l.Cost != 0 {
+		o = append(o, ginrl.WithCost(l.Cost))
+	}
+	if l.MaxWait != 0 {
+		o = append(o, ginrl.WithWait(l.MaxWait))
+	}
+	if l.MaxWaiters != 0 {
+		o = append(o, ginrl.WithMaxWaiters(l.MaxWaiters))
+	}
+	if l.Timeout != 0 {
+		o = append(o, ginrl.WithTimeout(l.Timeout))
 	}
 	if l.FailClosed {
 		o = append(o, ginrl.WithFailClosed())
+	}
+	switch l.Headers {
+	case conformance.HeadersIETF:
+		o = append(o, ginrl.WithIETFHeaders())
+	case conformance.HeadersLegacy:
+		o = append(o, ginrl.WithLegacyHeaders())
+	case conformance.HeadersNone:
+		o = append(o, ginrl.WithoutHeaders())
+	}
+	switch l.MissingKey {
+	case conformance.MissingKeyIP:
+		o = append(o, ginrl.WithMissingKeyIP())
+	case conformance.MissingKeyDeny:
+		o = append(o, ginrl.WithMissingKeyDeny())
+	case conformance.MissingKeyServe:
+		o = append(o, ginrl.WithMissingKeyServe())
 	}
 	if l.SkipPath != "" {
 		o = append(o, ginrl.WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == l.SkipPath }))

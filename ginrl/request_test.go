@@ -6,37 +6,35 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
-// TestRequestAllocs checks that building a key from a gin request, through
-// the keyfunc.Request interface, does not allocate.
-func TestRequestAllocs(t *testing.T) {
+// TestRequest checks what key functions see of a gin request.
+func TestRequest(t *testing.T) {
 	gin.SetMode(gin.TestMode)
-	key := keyfunc.Join(keyfunc.IP(), keyfunc.Route(), keyfunc.User("user"), keyfunc.Header("X-Tenant"))
+	key := keyfunc.Join(keyfunc.IP(), keyfunc.Route(), keyfunc.User("user"), keyfunc.Header("X-Tenant"),
+		Key(func(c *gin.Context) (string, error) { return c.Param("id"), nil }))
 	engine := gin.New()
 	var (
-		got    string
-		allocs float64
+		got string
+		err error
 	)
 	engine.GET("/users/:id", func(c *gin.Context) {
 		c.Set("user", "alice")
-		buf := make([]byte, 0, 256)
-		var err error
-		allocs = testing.AllocsPerRun(100, func() {
-			buf, err = key(request{c}, buf[:0])
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		got = string(buf)
+		got, err = key(request{c})
 	})
 	req := httptest.NewRequest(http.MethodGet, "/users/7", nil)
 	req.Header.Set("X-Tenant", "acme")
 	engine.ServeHTTP(httptest.NewRecorder(), req)
-	if got == "" || allocs != 0 {
-		t.Fatalf("key %q, %v allocations", got, allocs)
-	}
-	t.Log(got)
+	require.NoError(t, err)
+	assert.Equal(t, "192.0.2.1:GET%20%2Fusers%2F%3Aid:alice:acme:7", got)
+
+	_, err = Key(func(*gin.Context) (string, error) { return "x", nil })(foreign{})
+	assert.ErrorIs(t, err, errForeign)
 }
+
+// foreign is a keyfunc.Request of another adapter.
+type foreign struct{ keyfunc.Request }

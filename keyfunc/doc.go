@@ -1,25 +1,28 @@
-// Package keyfunc turns HTTP requests into the key parts of rate limiter
-// names: the client's IP address, the signed-in user, the route, an API key
-// or a header. Key functions do not depend on any web framework: each
-// framework adapter implements the small Request interface.
+// Package keyfunc turns HTTP requests into keys, the part of a rate
+// limiter's name that says who is limited: the client's IP address, the
+// signed-in user, the route, an API key or a header. Key functions do not
+// depend on any web framework: each framework adapter implements the small
+// Request interface, and each adapter also turns a function of its own
+// context (a *gin.Context, an echo.Context, a *fiber.Ctx, an *http.Request)
+// into a KeyFunc.
 //
-// A KeyFunc appends its part to a buffer owned by the caller, so that a
-// request costs no allocation:
+// A KeyFunc returns its key as a plain string:
 //
-//	key := keyfunc.Join(keyfunc.Route(), keyfunc.Fallback(keyfunc.User("user"), keyfunc.IP()))
-//	buf, err := key(req, buf[:0])
+//	key := keyfunc.Join(keyfunc.Route(), keyfunc.User("user"))
+//	k, err := key(req) // "GET /users/:id:alice"
 //
 // # Escaping
 //
-// Limiter names go into Redis keys, so no value chosen by a client may forge
-// another key or break a Redis Cluster hash tag. Every part is escaped by
-// AppendEscaped: the bytes A-Z, a-z, 0-9, '.', '_' and '-' are kept and every
-// other byte becomes %XX. Values longer than 64 bytes, and API keys, are
-// replaced by '~' and a base64url SHA-256 or HMAC-SHA256 digest, a form
-// escaping cannot produce. So parts never contain ':', '{', '}', '*' or spaces, different
-// values give different parts, and Join, which separates parts with ':',
-// gives different keys for different combinations: a user named "a:GET"
-// cannot share a key with user "a" on a GET route.
+// Keys go into Redis keys, so no value chosen by a client may forge another
+// key or break a Redis Cluster hash tag. Package policy escapes every key
+// with Escape before it uses it, so key functions, including those written
+// by hand, return raw values: the bytes A-Z, a-z, 0-9, '.', '_' and '-' are
+// kept and every other byte becomes %XX; values longer than 64 bytes are
+// replaced by '~' and a base64url SHA-256 digest, a form escaping cannot
+// produce. Different keys therefore give different limiter names. Join
+// escapes each of its parts before joining them with ':', so a user named
+// "a:GET" cannot share a key with user "a" on a GET route. API keys are
+// never used raw: APIKey returns their digest.
 //
 // # Client addresses behind proxies
 //

@@ -3,16 +3,16 @@ package keyfunc
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"unsafe"
+	"strings"
 )
 
-// maxRawLen is the longest value that AppendEscaped escapes. Longer values
-// are replaced by their hashed form.
+// maxRawLen is the longest value that Escape escapes. Longer values are
+// replaced by their hashed form.
 const maxRawLen = 64
 
 const upperHex = "0123456789ABCDEF"
 
-// safe reports the bytes that AppendEscaped copies unchanged.
+// safe reports the bytes that Escape keeps unchanged.
 var safe = func() (t [256]bool) {
 	for c := 'A'; c <= 'Z'; c++ {
 		t[c] = true
@@ -27,67 +27,44 @@ var safe = func() (t [256]bool) {
 	return t
 }()
 
-// AppendEscaped appends s to dst as one key part and returns the extended
-// buffer. Bytes in [A-Za-z0-9._-] are copied unchanged and every other byte
-// becomes %XX (uppercase hexadecimal), so the output never contains ':',
-// '{', '}', '*', '~' or spaces, and different values give different parts.
+// Escape returns s in the alphabet of limiter names: the bytes A-Z, a-z,
+// 0-9, '.', '_' and '-' are kept and every other byte becomes %XX
+// (uppercase hexadecimal), so the result never contains ':', '{', '}',
+// '*', '~' or spaces, and different values give different results. A
+// value that needs no escaping is returned as it is.
 //
-// A value longer than 64 bytes is not escaped: AppendEscaped appends '~'
-// followed by the unpadded base64url encoding of the first 16 bytes of its
-// SHA-256 digest. Escaping never produces '~', so a hashed part cannot equal
-// an escaped one.
+// A value longer than 64 bytes is not escaped: Escape returns '~' and the
+// unpadded base64url encoding of the first 16 bytes of its SHA-256 digest.
+// Escaping never produces '~', so a hashed value cannot equal an escaped
+// one.
 //
-// AppendEscaped does not allocate when dst has enough spare capacity: three
-// bytes per escaped byte, or 23 bytes for a hashed value.
-func AppendEscaped(dst []byte, s string) []byte {
+// Package policy escapes every key this way before it goes into a limiter
+// name, so a key function can return any string.
+func Escape(s string) string {
 	if len(s) > maxRawLen {
-		return appendHashed(dst, stringBytes(s))
+		sum := sha256.Sum256([]byte(s))
+		return "~" + base64.RawURLEncoding.EncodeToString(sum[:16])
 	}
-	return appendEscaped(dst, s)
-}
-
-// appendEscaped escapes s (a string or a byte slice) without the length check.
-func appendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
-	start := 0
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !safe[s[i]] {
+			n++
+		}
+	}
+	if n == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2*n)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if safe[c] {
+			b.WriteByte(c)
 			continue
 		}
-		dst = append(dst, s[start:i]...)
-		dst = append(dst, '%', upperHex[c>>4], upperHex[c&0xF])
-		start = i + 1
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&0xF])
 	}
-	return append(dst, s[start:]...)
-}
-
-// appendHashed appends '~' and the base64url form of the first 16 bytes of
-// the SHA-256 digest of b.
-func appendHashed(dst, b []byte) []byte {
-	sum := sha256.Sum256(b)
-	return appendDigest(dst, sum[:16])
-}
-
-// appendDigest appends '~' and the unpadded base64url encoding of d.
-func appendDigest(dst, d []byte) []byte {
-	dst = append(dst, '~')
-	return base64.RawURLEncoding.AppendEncode(dst, d)
-}
-
-// stringBytes returns the bytes of s without copying them. The result must
-// not be modified; it is only given to hash functions, which read it.
-func stringBytes(s string) []byte {
-	return unsafe.Slice(unsafe.StringData(s), len(s))
-}
-
-// appendHashed3 appends the hashed form of a+b+c, as AppendEscaped would for
-// that concatenation, without allocating when it fits in 512 bytes.
-func appendHashed3(dst []byte, a, b, c string) []byte {
-	var buf [512]byte
-	m := buf[:0]
-	if n := len(a) + len(b) + len(c); n > len(buf) {
-		m = make([]byte, 0, n)
-	}
-	m = append(append(append(m, a...), b...), c...)
-	return appendHashed(dst, m)
+	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 
 	"github.com/redlimit/redlimit/keyfunc"
 )
@@ -16,8 +17,7 @@ type httpRequest struct{ r *http.Request }
 
 func (h httpRequest) Context() context.Context          { return h.r.Context() }
 func (h httpRequest) Method() string                    { return h.r.Method }
-func (h httpRequest) Route() string                     { return h.r.Pattern }
-func (h httpRequest) Path() string                      { return h.r.URL.Path }
+func (h httpRequest) Route() (string, error)            { return h.r.Pattern, nil }
 func (h httpRequest) Header(name string) string         { return h.r.Header.Get(name) }
 func (h httpRequest) HeaderValues(name string) []string { return h.r.Header.Values(name) }
 func (h httpRequest) Query(name string) string          { return h.r.URL.Query().Get(name) }
@@ -26,11 +26,14 @@ func (h httpRequest) Value(key any) any                 { return h.r.Context().V
 
 type userKey struct{}
 
-func ExampleAppendEscaped() {
-	buf := []byte("rl:")
-	buf = keyfunc.AppendEscaped(buf, "user:{42}")
-	fmt.Println(string(buf))
-	// Output: rl:user%3A%7B42%7D
+func ExampleEscape() {
+	fmt.Println(keyfunc.Escape("alice"))
+	fmt.Println(keyfunc.Escape("user:{42}"))
+	fmt.Println(keyfunc.Escape(strings.Repeat("x", 65)))
+	// Output:
+	// alice
+	// user%3A%7B42%7D
+	// ~lTfF_fEgSC99WNJentWD9Q
 }
 
 func ExampleJoin() {
@@ -39,8 +42,8 @@ func ExampleJoin() {
 	r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice:admin"))
 
 	key := keyfunc.Join(keyfunc.User(userKey{}), keyfunc.Route())
-	buf, err := key(httpRequest{r}, nil)
-	fmt.Println(string(buf), err)
+	k, err := key(httpRequest{r})
+	fmt.Println(k, err)
 	// Output: alice%3Aadmin:GET%20%2Fusers%2F%7Bid%7D <nil>
 }
 
@@ -48,12 +51,12 @@ func ExampleFallback() {
 	key := keyfunc.Fallback(keyfunc.User(userKey{}), keyfunc.IP())
 
 	r := httptest.NewRequest("GET", "/", nil) // RemoteAddr 192.0.2.1:1234
-	buf, _ := key(httpRequest{r}, nil)
-	fmt.Println(string(buf))
+	k, _ := key(httpRequest{r})
+	fmt.Println(k)
 
 	r = r.WithContext(context.WithValue(r.Context(), userKey{}, 42))
-	buf, _ = key(httpRequest{r}, buf[:0])
-	fmt.Println(string(buf))
+	k, _ = key(httpRequest{r})
+	fmt.Println(k)
 	// Output:
 	// 192.0.2.1
 	// 42
@@ -71,22 +74,22 @@ func ExampleIP() {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:43210"
 	r.Header.Set("X-Forwarded-For", "198.51.100.9, 203.0.113.7")
-	buf, _ := key(httpRequest{r}, nil)
-	fmt.Println(string(buf))
+	k, _ := key(httpRequest{r})
+	fmt.Println(k)
 
 	// Directly from the internet: the header is ignored.
 	r.RemoteAddr = "192.0.2.1:1234"
-	buf, _ = key(httpRequest{r}, buf[:0])
-	fmt.Println(string(buf))
+	k, _ = key(httpRequest{r})
+	fmt.Println(k)
 
 	// IPv6 clients are grouped by /64.
 	r.RemoteAddr = "[2001:db8:1:2::abcd]:443"
-	buf, _ = key(httpRequest{r}, buf[:0])
-	fmt.Println(string(buf))
+	k, _ = key(httpRequest{r})
+	fmt.Println(k)
 	// Output:
 	// 203.0.113.7
 	// 192.0.2.1
-	// 2001%3Adb8%3A1%3A2%3A%3A%2F64
+	// 2001:db8:1:2::/64
 }
 
 func ExampleClientIP() {
@@ -102,7 +105,7 @@ func ExampleAPIKey() {
 	key := keyfunc.APIKey("X-API-Key", keyfunc.WithSecret([]byte("from your secret store")))
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-API-Key", "sk_live_abc123")
-	buf, _ := key(httpRequest{r}, nil)
-	fmt.Println(len(buf), buf[0] == '~')
-	// Output: 23 true
+	k, _ := key(httpRequest{r})
+	fmt.Println(len(k), strings.Contains(k, "abc123"))
+	// Output: 22 false
 }

@@ -103,16 +103,14 @@ func IPv6PrefixLen(bits int) IPOption {
 
 // IP returns a KeyFunc that uses the client's IP address, found by ClientIP
 // from the TCP peer and, when the peer is a trusted proxy, the forwarding
-// header. The part is the address masked to the configured prefix length, in
-// canonical form, escaped: "192.0.2.1" for IPv4 with the default /32,
-// "192.0.2.0%2F24" with IPv4PrefixLen(24), and "2001%3Adb8%3A1%3A2%3A%3A%2F64"
-// for an IPv6 client in 2001:db8:1:2::/64. Different prefixes always give
-// different parts.
+// header. The key is the address masked to the configured prefix length, in
+// canonical form: "192.0.2.1" for IPv4 with the default /32,
+// "192.0.2.0/24" with IPv4PrefixLen(24), and "2001:db8:1:2::/64" for an
+// IPv6 client in 2001:db8:1:2::/64. Different prefixes always give
+// different keys.
 //
 // When the address cannot be determined, the KeyFunc fails with an error
 // wrapping ErrNoKey; it never falls back to a key shared by many clients.
-// IP itself does not allocate, for IPv4 or IPv6, when dst has 59 bytes of
-// spare capacity; the Request implementation may.
 func IP(opts ...IPOption) KeyFunc {
 	c := &ipConfig{header: defaultForwardedHeader, v4bits: 32, v6bits: 64}
 	for _, o := range opts {
@@ -121,7 +119,7 @@ func IP(opts ...IPOption) KeyFunc {
 		}
 	}
 	kind := kindOf(c.header)
-	return func(r Request, dst []byte) ([]byte, error) {
+	return func(r Request) (string, error) {
 		var (
 			peer netip.Addr
 			ok   bool
@@ -134,24 +132,24 @@ func IP(opts ...IPOption) KeyFunc {
 			peer, ok = parseNode(r.RemoteAddr(), false)
 		}
 		if !ok {
-			return dst, errBadPeer
+			return "", errBadPeer
 		}
 		addr := peer
 		if isTrusted(c.trusted, peer) {
 			var err error
 			addr, err = forwardedClient(peer, r.HeaderValues(c.header), c.trusted, kind)
 			if err != nil {
-				return dst, err
+				return "", err
 			}
 		}
-		return appendAddr(dst, addr, c.v4bits, c.v6bits), nil
+		return addrKey(addr, c.v4bits, c.v6bits), nil
 	}
 }
 
 // A PeerAddrRequest is a Request that can give its peer's address without
 // formatting it as a string. IP uses PeerAddr instead of RemoteAddr when a
 // Request has it; an adapter whose framework keeps the peer as an address
-// saves an allocation per request this way.
+// saves formatting and parsing it for every request this way.
 type PeerAddrRequest interface {
 	Request
 	// PeerAddr returns the address of the TCP peer, and false if there is
@@ -244,21 +242,19 @@ func isTrusted(trusted []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-// appendAddr appends the escaped prefix of a.
-func appendAddr(dst []byte, a netip.Addr, v4bits, v6bits int) []byte {
-	var buf [64]byte
-	var b []byte
-	switch {
-	case a.Is4() && v4bits == 32:
-		b = a.AppendTo(buf[:0])
-	case a.Is4():
-		p, _ := a.Prefix(v4bits)
-		b = p.AppendTo(buf[:0])
-	default:
-		p, _ := a.Prefix(v6bits)
-		b = p.AppendTo(buf[:0])
+// addrKey returns the key of a: its prefix of the configured length, or the
+// address itself for IPv4 with /32.
+func addrKey(a netip.Addr, v4bits, v6bits int) string {
+	bits := v6bits
+	if a.Is4() {
+		if v4bits == 32 {
+			return a.String()
+		}
+		bits = v4bits
 	}
-	return appendEscaped(dst, b)
+	p, _ := a.Prefix(bits)
+	var buf [64]byte // the longest prefix, "xxxx:...:xxxx/128", is 43 bytes
+	return string(p.AppendTo(buf[:0]))
 }
 
 // forwardedClient applies the trusted-proxy rule to the header lines of a

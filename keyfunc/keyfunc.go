@@ -5,22 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Request is what a framework adapter exposes to key functions. Adapters for
 // gin, echo, fiber and net/http implement it; tests can use any small type.
 // A Request is valid only during the call it is passed to: a key function
-// must not keep it, since adapters may reuse it for the next request.
+// must not keep it, nor the strings it returns, which may be views of the
+// framework's buffers.
 type Request interface {
 	// Context returns the request's context.
 	Context() context.Context
 	// Method returns the HTTP method, such as "GET".
 	Method() string
 	// Route returns the template of the matched route, such as "/users/:id"
-	// or the net/http pattern "GET /users/{id}", or "" when no route matched.
-	Route() string
-	// Path returns the raw URL path. Route never uses it as a key.
-	Path() string
+	// or, for net/http, "/users/{id}", or "" when the request matched no
+	// route. It returns an error wrapping ErrRouteUnknown where the
+	// framework cannot know the route, such as in middleware that runs
+	// before routing; the error says where the middleware belongs instead.
+	Route() (string, error)
 	// Header returns the first value of the named header, or "" if absent.
 	Header(name string) string
 	// HeaderValues returns all values of the named header, one per header
@@ -32,25 +35,30 @@ type Request interface {
 	// "[v6]:port" or a bare IP address.
 	RemoteAddr() string
 	// Value returns the request-scoped value stored under key by earlier
-	// middleware (gin and echo c.Get, fiber Locals, context values), or nil.
+	// middleware (gin and echo c.Set, fiber Locals, context values), or nil.
 	Value(key any) any
 }
 
-// A KeyFunc appends a key part for r to dst and returns the extended buffer.
-// The appended bytes are never empty and contain only [A-Za-z0-9._-], '%'
-// escapes, ':' separators (from Join) and '~' hashed forms, so a key part
-// can safely go into a Redis key. On error, a KeyFunc returns dst unchanged
-// together with the error.
+// A KeyFunc returns the key of a request: who or what the request is
+// limited as, such as a user id or a client address. Any string will do:
+// package policy escapes or hashes the key before it goes into a limiter
+// name (see Escape), so that no value can forge another key. An empty key,
+// or an error wrapping ErrNoKey, means that the request has no key, and the
+// policy's missing-key choice applies; any other error fails the decision.
 //
-// KeyFuncs returned by this package are safe for concurrent use. A KeyFunc
-// written by hand must keep the same promises; Func builds one from a
-// function that returns a string.
-type KeyFunc func(r Request, dst []byte) ([]byte, error)
+// KeyFuncs returned by this package are safe for concurrent use, and so
+// must be those written by hand.
+type KeyFunc func(r Request) (string, error)
 
 // ErrNoKey is returned, wrapped with a short reason, when a request has no
 // key: no user, API key, header or matched route, or a client address that
 // cannot be determined. Test for it with errors.Is.
 var ErrNoKey = errors.New("keyfunc: no key")
+
+// ErrRouteUnknown is wrapped by the error of Route, and of Request.Route,
+// where the framework cannot know the route of a request: a configuration
+// error, not a missing key.
+var ErrRouteUnknown = errors.New("keyfunc: the route is not known here")
 
 // noKey returns an error wrapping ErrNoKey with a fixed reason. KeyFuncs
 // build their errors once, so that a missing key costs no allocation.
@@ -59,210 +67,171 @@ func noKey(format string, args ...any) error {
 }
 
 var (
-	errEmptyFunc   = noKey("key function returned an empty string")
 	errEmptyStatic = noKey("empty static key")
-	errEmptyPart   = noKey("key function appended an empty part")
+	errEmptyPart   = noKey("key function returned an empty key")
 	errNoRoute     = noKey("no matched route")
-	errNoUserFunc  = noKey("no user")
 	errEmptyJoin   = noKey("Join of no key functions")
 	errEmptyFallbk = noKey("Fallback of no key functions")
 )
 
-// Func returns a KeyFunc that calls f and appends its result escaped with
-// AppendEscaped. An error from f is returned unchanged; an empty result gives
-// an error wrapping ErrNoKey.
-func Func(f func(Request) (string, error)) KeyFunc {
-	mustFunc("Func", f == nil)
-	return func(r Request, dst []byte) ([]byte, error) {
-		s, err := f(r)
-		if err != nil {
-			return dst, err
-		}
-		if s == "" {
-			return dst, errEmptyFunc
-		}
-		return AppendEscaped(dst, s), nil
-	}
-}
-
-// Static returns a KeyFunc that appends the constant s, escaped, whatever the
-// request: Static("global") puts all requests in one bucket. Static("")
-// returns a KeyFunc that always fails with an error wrapping ErrNoKey.
+// Static returns a KeyFunc that returns s whatever the request:
+// Static("global") puts all requests in one bucket. Static("") returns a
+// KeyFunc that always fails with an error wrapping ErrNoKey.
 func Static(s string) KeyFunc {
 	if s == "" {
-		return func(_ Request, dst []byte) ([]byte, error) { return dst, errEmptyStatic }
+		return func(Request) (string, error) { return "", errEmptyStatic }
 	}
-	part := AppendEscaped(nil, s)
-	return func(_ Request, dst []byte) ([]byte, error) {
-		return append(dst, part...), nil
-	}
+	return func(Request) (string, error) { return s, nil }
 }
 
 // User returns a KeyFunc that uses the request-scoped value stored under key
 // by an earlier authentication middleware (see Request.Value). The value may
 // be a string, a fmt.Stringer, or a value of a predeclared integer type
 // (int, int64, uint64 and so on), which is written in decimal; the integer
-// 42 and the string "42" give the same part. A missing value, a value of
+// 42 and the string "42" give the same key. A missing value, a value of
 // another type (including named string and integer types that do not
-// implement fmt.Stringer) and an empty string give an error wrapping ErrNoKey.
+// implement fmt.Stringer) and an empty string give an error wrapping
+// ErrNoKey.
 func User(key any) KeyFunc {
 	errMissing := noKey("no user value under key %v", key)
 	errType := noKey("user value under key %v has an unsupported type", key)
-	return func(r Request, dst []byte) ([]byte, error) {
+	return func(r Request) (string, error) {
 		var s string
 		switch v := r.Value(key).(type) {
 		case nil:
-			return dst, errMissing
+			return "", errMissing
 		case string:
 			s = v
 		case fmt.Stringer:
 			s = v.String()
 		case int:
-			return strconv.AppendInt(dst, int64(v), 10), nil
+			s = strconv.FormatInt(int64(v), 10)
 		case int8:
-			return strconv.AppendInt(dst, int64(v), 10), nil
+			s = strconv.FormatInt(int64(v), 10)
 		case int16:
-			return strconv.AppendInt(dst, int64(v), 10), nil
+			s = strconv.FormatInt(int64(v), 10)
 		case int32:
-			return strconv.AppendInt(dst, int64(v), 10), nil
+			s = strconv.FormatInt(int64(v), 10)
 		case int64:
-			return strconv.AppendInt(dst, v, 10), nil
+			s = strconv.FormatInt(v, 10)
 		case uint:
-			return strconv.AppendUint(dst, uint64(v), 10), nil
+			s = strconv.FormatUint(uint64(v), 10)
 		case uint8:
-			return strconv.AppendUint(dst, uint64(v), 10), nil
+			s = strconv.FormatUint(uint64(v), 10)
 		case uint16:
-			return strconv.AppendUint(dst, uint64(v), 10), nil
+			s = strconv.FormatUint(uint64(v), 10)
 		case uint32:
-			return strconv.AppendUint(dst, uint64(v), 10), nil
+			s = strconv.FormatUint(uint64(v), 10)
 		case uint64:
-			return strconv.AppendUint(dst, v, 10), nil
+			s = strconv.FormatUint(v, 10)
 		default:
-			return dst, errType
+			return "", errType
 		}
 		if s == "" {
-			return dst, errMissing
+			return "", errMissing
 		}
-		return AppendEscaped(dst, s), nil
-	}
-}
-
-// UserFunc returns a KeyFunc that uses the user identifier returned by f.
-// When f reports false or returns "", the KeyFunc fails with an error
-// wrapping ErrNoKey.
-func UserFunc(f func(Request) (string, bool)) KeyFunc {
-	mustFunc("UserFunc", f == nil)
-	return func(r Request, dst []byte) ([]byte, error) {
-		s, ok := f(r)
-		if !ok || s == "" {
-			return dst, errNoUserFunc
-		}
-		return AppendEscaped(dst, s), nil
+		return s, nil
 	}
 }
 
 // Route returns a KeyFunc that uses the method and the route template of the
-// request, Method()+" "+Route(), escaped as one part: "GET /users/:id"
-// becomes "GET%20%2Fusers%2F%3Aid". Every user of a route shares one bucket,
-// whatever the path parameters. The raw path is never used, since it would
-// give attackers unlimited distinct keys; a request that matched no route
-// gives an error wrapping ErrNoKey. The template is used as the adapter
-// reports it: a net/http pattern that names a method gives
-// "GET%20GET%20%2Fusers%2F%7Bid%7D".
+// request, Method()+" "+Route(), such as "GET /users/:id": every user of a
+// route shares one bucket, whatever the path parameters. The raw path is
+// never used, since it would give attackers unlimited distinct keys. A
+// request that matched no route (a 404) has no key: the error wraps
+// ErrNoKey. Where the framework cannot know the route (see
+// Request.Route), the error wraps ErrRouteUnknown: the decision fails, and
+// the error handler is told where the middleware belongs.
 func Route() KeyFunc {
-	return func(r Request, dst []byte) ([]byte, error) {
-		route := r.Route()
+	return func(r Request) (string, error) {
+		route, err := r.Route()
+		if err != nil {
+			return "", err
+		}
 		if route == "" {
-			return dst, errNoRoute
+			return "", errNoRoute
 		}
-		method := r.Method()
-		if len(method)+1+len(route) > maxRawLen {
-			return appendHashed3(dst, method, " ", route), nil
-		}
-		dst = appendEscaped(dst, method)
-		dst = append(dst, "%20"...)
-		return appendEscaped(dst, route), nil
+		return r.Method() + " " + route, nil
 	}
 }
 
-// Header returns a KeyFunc that uses the first value of the named header,
-// escaped. A missing or empty header gives an error wrapping ErrNoKey.
-// Clients choose their headers freely: use Header for values set by a trusted
-// component in front of the application, and APIKey for secrets.
+// Header returns a KeyFunc that uses the first value of the named header. A
+// missing or empty header gives an error wrapping ErrNoKey. Clients choose
+// their headers freely: use Header for values set by a trusted component in
+// front of the application, and APIKey for secrets.
 func Header(name string) KeyFunc {
 	errMissing := noKey("missing header %q", name)
-	return func(r Request, dst []byte) ([]byte, error) {
+	return func(r Request) (string, error) {
 		v := r.Header(name)
 		if v == "" {
-			return dst, errMissing
+			return "", errMissing
 		}
-		return AppendEscaped(dst, v), nil
+		return v, nil
 	}
 }
 
-// Join returns a KeyFunc that appends the parts of all fns, in order,
-// separated by ':'. Since no part contains ':', different combinations of
-// parts give different keys. If any of fns fails, or appends nothing, Join
-// returns its error. Join of no functions always fails with an error wrapping
-// ErrNoKey. Join panics if one of fns is nil.
+// Join returns a KeyFunc that joins the keys of all fns, in order, each
+// escaped with Escape, with ':' between them. Escaped keys never contain
+// ':', so different combinations give different keys: Join of "a:b" and
+// "c" is not Join of "a" and "b:c". If any of fns fails, or returns "",
+// Join returns its error. Join of no functions always fails with an error
+// wrapping ErrNoKey. Join panics if one of fns is nil.
 func Join(fns ...KeyFunc) KeyFunc {
 	fns = cloneFuncs("Join", fns)
 	if len(fns) == 0 {
-		return func(_ Request, dst []byte) ([]byte, error) { return dst, errEmptyJoin }
+		return func(Request) (string, error) { return "", errEmptyJoin }
 	}
-	return func(r Request, dst []byte) ([]byte, error) {
-		n := len(dst)
-		out := dst
+	return func(r Request) (string, error) {
+		parts := make([]string, len(fns))
 		for i, fn := range fns {
-			if i > 0 {
-				out = append(out, ':')
-			}
-			start := len(out)
-			var err error
-			out, err = fn(r, out)
+			k, err := fn(r)
 			if err != nil {
-				return dst[:n], err
+				return "", err
 			}
-			if len(out) <= start {
-				return dst[:n], errEmptyPart
+			if k == "" {
+				return "", errEmptyPart
 			}
+			parts[i] = Escape(k)
 		}
-		return out, nil
+		return strings.Join(parts, ":"), nil
 	}
 }
 
-// Fallback returns a KeyFunc that uses the first of fns that succeeds, such
-// as Fallback(User("user"), IP()) to limit signed-in users by account and
-// other clients by address. If all of fns fail, Fallback returns the error of
-// the last one, so errors.Is(err, ErrNoKey) reports whether it was a missing
-// key. Fallback of no functions always fails with an error wrapping ErrNoKey.
-// Fallback panics if one of fns is nil.
+// Fallback returns a KeyFunc that uses the first of fns that returns a key,
+// such as Fallback(User("user"), APIKey("X-API-Key")). A function that
+// fails with an error wrapping ErrNoKey, or returns "", passes to the next;
+// any other error is returned at once. If none has a key, Fallback returns
+// the error of the last one. Fallback of no functions always fails with an
+// error wrapping ErrNoKey. Fallback panics if one of fns is nil.
 //
-// The parts of different functions are not told apart: a user whose
-// identifier is "192.0.2.1" gets the same part as a client at that address.
+// The keys of different functions are not told apart: a user whose
+// identifier is "192.0.2.1" gets the same key as a client at that address.
 // When that matters, tag each alternative, as in
 //
-//	Fallback(Join(Static("user"), User("user")), Join(Static("ip"), IP()))
+//	Fallback(Join(Static("user"), User("user")), Join(Static("key"), APIKey("X-API-Key")))
+//
+// A policy falls back to the client address by itself, in a namespace of
+// its own, when its key function finds no key (see package policy).
 func Fallback(fns ...KeyFunc) KeyFunc {
 	fns = cloneFuncs("Fallback", fns)
 	if len(fns) == 0 {
-		return func(_ Request, dst []byte) ([]byte, error) { return dst, errEmptyFallbk }
+		return func(Request) (string, error) { return "", errEmptyFallbk }
 	}
-	return func(r Request, dst []byte) ([]byte, error) {
-		n := len(dst)
+	return func(r Request) (string, error) {
 		var err error
 		for _, fn := range fns {
-			var out []byte
-			out, err = fn(r, dst[:n])
-			if err == nil {
-				if len(out) <= n {
-					err = errEmptyPart
-					continue
-				}
-				return out, nil
+			var k string
+			k, err = fn(r)
+			switch {
+			case err == nil && k != "":
+				return k, nil
+			case err == nil:
+				err = errEmptyPart
+			case !errors.Is(err, ErrNoKey):
+				return "", err
 			}
 		}
-		return dst[:n], err
+		return "", err
 	}
 }
 
@@ -270,13 +239,9 @@ func Fallback(fns ...KeyFunc) KeyFunc {
 // panics on a nil function.
 func cloneFuncs(name string, fns []KeyFunc) []KeyFunc {
 	for _, fn := range fns {
-		mustFunc(name, fn == nil)
+		if fn == nil {
+			panic("keyfunc: nil function passed to " + name)
+		}
 	}
 	return append([]KeyFunc(nil), fns...)
-}
-
-func mustFunc(name string, isNil bool) {
-	if isNil {
-		panic("keyfunc: nil function passed to " + name)
-	}
 }

@@ -3,17 +3,30 @@
 // waits for a permit. It works with any router built on net/http (ServeMux,
 // chi, gorilla/mux).
 //
-//	limit := nethttprl.New(client, core.PerMinute(100))
+//	limit := nethttprl.New(client, core.PerMinute(100), nethttprl.WithName("global"))
 //	http.ListenAndServe(addr, limit(mux))
 //
-// The behaviour (limiter names, wait mode, failure policy, headers) is that
-// of package policy, and the options have the same names in ginrl, echorl
-// and fiberrl. Route keys (keyfunc.Route) need the ServeMux pattern, which
+// The behaviour (limiter names, shared budgets, requests without a key,
+// wait mode, failure policy, headers) is that of package policy, and the
+// options have the same names in ginrl, echorl and fiberrl. A key can be
+// read from the *http.Request with Key (a path value, a context value set
+// by authentication), or built with package keyfunc.
+//
+// A configuration mistake, such as an invalid rate, cost, name, wait or
+// timeout, or a name already used with another rate, makes New panic with
+// a message naming the option.
+//
+// Route keys (keyfunc.Route) need the ServeMux pattern (r.Pattern), which
 // is known only inside the mux: wrap the route's handler, not the mux.
+// Wrapping the mux, keyfunc.Route fails every decision with an error
+// (wrapping keyfunc.ErrRouteUnknown) that the error handler logs. Routers
+// that do not set r.Pattern, such as chi, are read with Key.
 package nethttprl
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -23,124 +36,157 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
-type handlers struct {
+// An Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	policy  []policy.Option
 	skip    func(*http.Request) bool
 	deny    http.Handler
 	onError func(http.ResponseWriter, *http.Request, error)
 }
 
-// An Option configures the middleware.
-type Option = policy.Option[handlers]
+func shared(o policy.Option) Option { return func(c *config) { c.policy = append(c.policy, o) } }
 
-// WithName names the policy: it goes into limiter names and headers.
-// Default "default"; give each limit of an application its own name.
-func WithName(name string) Option { return policy.WithName[handlers](name) }
+// WithName names the limit: the name goes into limiter names and headers.
+// Middlewares on one client share a budget only when they have the same
+// name, and then they must have the same rate and key. Without a name, a
+// middleware is named after its rate ("100-per-1m"), and shares its budget
+// with no other.
+func WithName(name string) Option { return shared(policy.WithName(name)) }
 
 // WithKey sets the key functions, joined, that say who is limited.
 // Default: the client IP, keyfunc.IP().
-func WithKey(keys ...keyfunc.KeyFunc) Option { return policy.WithKey[handlers](keys...) }
+func WithKey(keys ...keyfunc.KeyFunc) Option { return shared(policy.WithKey(keys...)) }
 
 // WithCost sets the permits each request takes. Default 1.
-func WithCost(permits int64) Option { return policy.WithCost[handlers](permits) }
+func WithCost(permits int64) Option { return shared(policy.WithCost(permits)) }
 
 // WithWait makes requests over the limit wait up to maxWait for a permit
 // (when the exact wait fits) instead of being rejected at once.
-func WithWait(maxWait time.Duration) Option { return policy.WithWait[handlers](maxWait) }
+func WithWait(maxWait time.Duration) Option { return shared(policy.WithWait(maxWait)) }
 
 // WithMaxWaiters bounds the requests waiting at once. Default 1024.
-func WithMaxWaiters(n int) Option { return policy.WithMaxWaiters[handlers](n) }
+func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 
 // WithTimeout bounds each Redis round trip. Default 100 ms.
-func WithTimeout(d time.Duration) Option { return policy.WithTimeout[handlers](d) }
+func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
 // WithFailOpen serves requests when Redis cannot decide (the default).
-func WithFailOpen() Option { return policy.WithFailOpen[handlers]() }
+func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
-func WithFailClosed() Option { return policy.WithFailClosed[handlers]() }
+func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
 
-// WithHeaders selects the rate limit headers. Default policy.HeadersAll.
-func WithHeaders(style policy.HeaderStyle) Option { return policy.WithHeaders[handlers](style) }
+// WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
+// fields. Default: those and X-RateLimit-*.
+func WithIETFHeaders() Option { return shared(policy.WithIETFHeaders()) }
+
+// WithLegacyHeaders writes only the X-RateLimit-* headers.
+func WithLegacyHeaders() Option { return shared(policy.WithLegacyHeaders()) }
+
+// WithoutHeaders writes no rate limit headers but Retry-After.
+func WithoutHeaders() Option { return shared(policy.WithoutHeaders()) }
+
+// WithMissingKeyIP limits a request that has no key (no user, API key or
+// route) by its client IP, in a namespace of its own (the default). Behind
+// a proxy, pass keyfunc.TrustProxies.
+func WithMissingKeyIP(opts ...keyfunc.IPOption) Option {
+	return shared(policy.WithMissingKeyIP(opts...))
+}
+
+// WithMissingKeyDeny answers 403 to a request that has no key.
+func WithMissingKeyDeny() Option { return shared(policy.WithMissingKeyDeny()) }
+
+// WithMissingKeyServe serves a request that has no key without a limit.
+func WithMissingKeyServe() Option { return shared(policy.WithMissingKeyServe()) }
 
 // WithSkip exempts the requests for which skip returns true.
 func WithSkip(skip func(*http.Request) bool) Option {
-	return func(_ *policy.Settings, h *handlers) { h.skip = skip }
+	return func(c *config) { c.skip = skip }
 }
 
 // WithDenyHandler answers requests over the limit instead of the default 429
 // problem+json response. The rate limit headers and Retry-After are already
 // set; ResultFrom gives the decision.
 func WithDenyHandler(deny http.Handler) Option {
-	return func(_ *policy.Settings, h *handlers) { h.deny = deny }
+	return func(c *config) { c.deny = deny }
 }
 
 // WithErrorHandler is called when no decision could be made (Redis down or
-// slow, no key for the request), instead of the default, which logs. If it
+// slow, a key function failed), instead of the default, which logs. If it
 // writes a response, that response stands; otherwise the failure policy
 // applies: serve (fail open) or 503 (fail closed).
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error)) Option {
-	return func(_ *policy.Settings, h *handlers) { h.onError = onError }
+	return func(c *config) { c.onError = onError }
 }
 
-// New returns the middleware limiting requests to rate. Invalid options
-// make every request fail with 500, and the error is passed to the error
-// handler: a misconfigured limiter is loud, never silently off.
-func New(c *core.Client, rate core.Rate, opts ...Option) func(http.Handler) http.Handler {
-	s, h := policy.Apply(opts)
-	p, err := policy.New(c, rate, s)
+// Key returns a key function that reads the key from the *http.Request,
+// such as a path value, a context value set by authentication, or a
+// router's own route pattern:
+//
+//	nethttprl.WithKey(nethttprl.Key(func(r *http.Request) (string, error) { return r.PathValue("tenant"), nil }))
+//
+// The key is escaped or hashed before it reaches Redis. An empty key means
+// that the request has no key. The function works only in this package's
+// middleware.
+func Key(f func(*http.Request) (string, error)) keyfunc.KeyFunc {
+	if f == nil {
+		panic("nethttprl.Key: nil function")
+	}
+	return func(r keyfunc.Request) (string, error) {
+		q, ok := r.(request)
+		if !ok {
+			return "", errForeign
+		}
+		return f(q.r)
+	}
+}
+
+var errForeign = errors.New("nethttprl.Key: a key function of nethttprl used outside nethttprl's middleware")
+
+// New returns the middleware limiting requests to rate. It panics when the
+// rate or an option is invalid, naming it.
+func New(client *core.Client, rate core.Rate, opts ...Option) func(http.Handler) http.Handler {
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	p, err := policy.New(client, rate, cfg.policy...)
+	if err != nil {
+		panic(fmt.Errorf("nethttprl.New: %w", err))
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err != nil {
-				if !h.fail(w, r, nil, err) {
-					http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-				}
-				return
-			}
-			if h.skip != nil && h.skip(r) {
+			if cfg.skip != nil && cfg.skip(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			d := p.Decide(request{r})
 			p.SetHeaders(w.Header(), d)
-			switch d.Outcome {
-			case policy.Allowed:
-				next.ServeHTTP(w, r)
-			case policy.Denied:
-				if h.deny != nil {
-					h.deny.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, d.Result)))
+			switch {
+			case d.Outcome == policy.Denied && cfg.deny != nil:
+				cfg.deny.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, d.Result)))
+				return
+			case d.Outcome == policy.Failed && cfg.onError != nil:
+				rw := &watch{ResponseWriter: w}
+				if cfg.onError(rw, r, d.Err); rw.wrote {
 					return
 				}
-				problem(w, http.StatusTooManyRequests, p.DenyBody())
-			case policy.Failed:
-				if h.fail(w, r, p, d.Err) {
-					return
-				}
-				if p.FailClosed() {
-					problem(w, http.StatusServiceUnavailable, p.UnavailableBody())
-					return
-				}
-				next.ServeHTTP(w, r)
+			case d.Outcome == policy.Failed:
+				p.LogError(r.Context(), d.Err)
 			}
+			if status, body := p.Reply(d); status != 0 {
+				w.Header().Set("Content-Type", policy.ProblemContentType)
+				w.WriteHeader(status)
+				_, _ = w.Write(body)
+				return
+			}
+			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-// fail passes err to the error handler, or logs it, and reports whether
-// the handler wrote a response.
-func (h *handlers) fail(w http.ResponseWriter, r *http.Request, p *policy.Policy, err error) bool {
-	if h.onError == nil {
-		p.LogError(r.Context(), err)
-		return false
-	}
-	rw := &watch{ResponseWriter: w}
-	h.onError(rw, r, err)
-	return rw.wrote
-}
-
-func problem(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set(policy.HeaderContentType, policy.ProblemContentType)
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 type resultKey struct{}
@@ -167,23 +213,28 @@ func (w *watch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // request is the keyfunc.Request of a net/http request.
 type request struct{ r *http.Request }
 
-func (q request) Context() context.Context { return q.r.Context() }
-func (q request) Method() string           { return q.r.Method }
-func (q request) Path() string             { return q.r.URL.Path }
-func (q request) Header(name string) string {
-	return q.r.Header.Get(name)
-}
+var errRouteUnknown = fmt.Errorf("nethttprl: %w: the request has no ServeMux pattern: "+
+	"wrap the route's handler (mux.Handle(pattern, limit(handler))), not the mux, to key on the route", keyfunc.ErrRouteUnknown)
+
+func (q request) Context() context.Context          { return q.r.Context() }
+func (q request) Method() string                    { return q.r.Method }
+func (q request) Header(name string) string         { return q.r.Header.Get(name) }
 func (q request) HeaderValues(name string) []string { return q.r.Header.Values(name) }
 func (q request) Query(name string) string          { return q.r.URL.Query().Get(name) }
 func (q request) RemoteAddr() string                { return q.r.RemoteAddr }
 func (q request) Value(key any) any                 { return q.r.Context().Value(key) }
 
 // Route returns the ServeMux pattern without its method, which
-// keyfunc.Route adds itself: "GET /users/{id}" gives "/users/{id}".
-func (q request) Route() string {
+// keyfunc.Route adds itself: "GET /users/{id}" gives "/users/{id}". A
+// request that reached a handler of the mux has a pattern, so one without
+// is outside the mux.
+func (q request) Route() (string, error) {
 	pattern := q.r.Pattern
-	if i := strings.IndexByte(pattern, ' '); i >= 0 {
-		return strings.TrimLeft(pattern[i+1:], " \t")
+	if pattern == "" {
+		return "", errRouteUnknown
 	}
-	return pattern
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		return strings.TrimLeft(pattern[i+1:], " \t"), nil
+	}
+	return pattern, nil
 }

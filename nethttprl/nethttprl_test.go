@@ -11,6 +11,7 @@ import (
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -24,6 +25,11 @@ var adapter = conformance.Adapter{
 	UserKey:     userKey{},
 	Peer:        netip.MustParseAddr("127.0.0.1"),
 	Disconnects: true,
+	Build: func(app conformance.App, l conformance.Limit) {
+		nethttprl.New(app.Client, l.Rate, options(app, l)...)
+	},
+	ProblemContentType: policy.ProblemContentType,
+	RoutesInGlobal:     false,
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, adapter) }
@@ -64,13 +70,46 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 }
 
 func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
-	o := []nethttprl.Option{
-		nethttprl.WithName(l.Name), nethttprl.WithKey(l.Keys...), nethttprl.WithCost(l.Cost),
-		nethttprl.WithWait(l.MaxWait), nethttprl.WithMaxWaiters(l.MaxWaiters),
-		nethttprl.WithTimeout(l.Timeout), nethttprl.WithHeaders(l.Headers),
+	var o []nethttprl.Option
+	if l.Name != "" {
+		o = append(o, nethttprl.WithName(l.Name))
+	}
+	if len(l.Keys) > 0 {
+		o = append(o, nethttprl.WithKey(l.Keys...))
+	}
+	if l.ParamKey != "" {
+		o = append(o, nethttprl.WithKey(nethttprl.Key(func(c *http.Request) (string, error) { return c.PathValue(l.ParamKey), nil })))
+	}
+	if l.Cost != 0 {
+		o = append(o, nethttprl.WithCost(l.Cost))
+	}
+	if l.MaxWait != 0 {
+		o = append(o, nethttprl.WithWait(l.MaxWait))
+	}
+	if l.MaxWaiters != 0 {
+		o = append(o, nethttprl.WithMaxWaiters(l.MaxWaiters))
+	}
+	if l.Timeout != 0 {
+		o = append(o, nethttprl.WithTimeout(l.Timeout))
 	}
 	if l.FailClosed {
 		o = append(o, nethttprl.WithFailClosed())
+	}
+	switch l.Headers {
+	case conformance.HeadersIETF:
+		o = append(o, nethttprl.WithIETFHeaders())
+	case conformance.HeadersLegacy:
+		o = append(o, nethttprl.WithLegacyHeaders())
+	case conformance.HeadersNone:
+		o = append(o, nethttprl.WithoutHeaders())
+	}
+	switch l.MissingKey {
+	case conformance.MissingKeyIP:
+		o = append(o, nethttprl.WithMissingKeyIP())
+	case conformance.MissingKeyDeny:
+		o = append(o, nethttprl.WithMissingKeyDeny())
+	case conformance.MissingKeyServe:
+		o = append(o, nethttprl.WithMissingKeyServe())
 	}
 	if l.SkipPath != "" {
 		o = append(o, nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == l.SkipPath }))

@@ -2,35 +2,70 @@
 // middleware packages ginrl, echorl, fiberrl and nethttprl. A Policy is one
 // named rate limit applied to HTTP requests: it turns a request into a
 // limiter name, acquires the request's cost in one round trip with a rate
-// defined in code, waits for a permit when wait mode is on, applies the
-// failure policy when Redis cannot answer, and writes the response headers.
-// Each adapter only translates its framework's request and response, so
-// they all behave alike.
+// defined in code, waits for a permit in wait mode, applies the failure
+// policy when Redis cannot answer, and writes the response headers. Each
+// adapter only translates its framework's request and response, so they
+// all behave alike, and an adapter for another framework takes a page of
+// code (see the example).
 //
 // # Limiter names
 //
-// A request's limiter name is the Client's key prefix, the escaped policy
-// name, ':' and the key parts built by the policy's key functions (package
-// keyfunc), which are escaped or hashed so that no client-chosen value can
-// forge another key, break a Redis Cluster hash tag, or put a raw API key
-// into Redis. With the policy "api" and the IP key, a client at 192.0.2.1
-// is limited under "api:192.0.2.1".
+// A request's limiter name is the Client's key prefix, the policy name,
+// ':' and the request's key (package keyfunc), the name and the key each
+// escaped with keyfunc.Escape, so that no client-chosen value can forge
+// another key, break a Redis Cluster hash tag, or put a raw API key into
+// Redis. With the policy "api" and the default key, the client IP, a
+// client at 192.0.2.1 is limited under "api:192.0.2.1".
+//
+// # Names and shared budgets
+//
+// Two middlewares share a budget only when they are given the same name
+// with WithName on one Client, and then they must have the same rate, the
+// same key functions and the same missing-key choice: New fails otherwise,
+// naming the option. What it compares is the rate, the choice, and the code
+// of each key function given to WithKey (the default key being keyfunc.IP):
+// so it tells keyfunc.IP from keyfunc.User, or one hand-written function
+// from another, but not two calls of one constructor with other arguments,
+// such as keyfunc.User("a") and keyfunc.User("b"), nor two closures of one
+// function literal. The names are kept per Client for as long as the
+// Client lives.
+//
+// A middleware without a name is named after its rate: "100-per-1m" for
+// 100 per minute, "10-per-10s", "5-per-1500ms". A second unnamed
+// middleware of the same rate on the same Client is "100-per-1m-2", a
+// third "100-per-1m-3", and so on, in the order they are built, skipping
+// names already taken: two unnamed middlewares never share a budget, and
+// a name given with WithName can never be one an unnamed middleware took.
+// Processes that share limits through Redis must build their unnamed
+// middlewares in the same order; naming each middleware is simpler.
+//
+// # A request without a key
+//
+// When the key function finds no key (no user, API key or matched route:
+// an error wrapping keyfunc.ErrNoKey, or an empty key), the request is, by
+// default, limited by its client IP in a namespace of its own, the limiter
+// "<name>::ip:<address>", which no key can reach (WithMissingKeyIP).
+// WithMissingKeyDeny answers such requests 403 instead, and
+// WithMissingKeyServe serves them without a limit. A key function's other
+// errors fail the decision, as does keyfunc.Route where the framework
+// cannot know the route (keyfunc.ErrRouteUnknown).
 //
 // # Wait mode
 //
 // With WithWait, a request over the limit waits for a permit, but only when
 // the exact time until the permit comes back fits in both the maximum wait
 // and what is left of the request's own deadline; otherwise it is rejected
-// at once. A client that goes away ends its wait. At most MaxWaiters
+// at once. A client that goes away ends its wait. At most WithMaxWaiters
 // requests wait at once in one policy; beyond that they are rejected.
 //
 // # Failure policy
 //
-// Each Redis round trip has its own timeout (100 ms by default). When Redis
-// is down or slow, or a request has no key, the decision fails: by default
-// the request is served (fail open) and the error goes to the adapter's
-// error handler, which logs it; WithFailClosed answers 503 instead. No
-// decision hangs a request, and no error text reaches a response.
+// Each Redis round trip has its own timeout (100 ms by default). When
+// Redis is down or slow, or a key function fails, the decision fails: by
+// default the request is served (fail open) and the error goes to the
+// adapter's error handler, which logs it; WithFailClosed answers 503
+// instead. No decision hangs a request, and no error text reaches a
+// response.
 //
 // # Headers
 //
@@ -40,7 +75,17 @@
 //	RateLimit: "api";r=42;t=17
 //
 // and X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
-// (seconds). A 429 also carries Retry-After, in whole seconds rounded up, so
-// never earlier than the real wait, and an RFC 9457 problem+json body of type
-// https://iana.org/assignments/http-problem-types#quota-exceeded.
+// (seconds); WithIETFHeaders, WithLegacyHeaders and WithoutHeaders choose
+// fewer. A 429 also carries Retry-After, in whole seconds rounded up, so
+// never earlier than the real wait, and an RFC 9457 problem+json body of
+// type https://iana.org/assignments/http-problem-types#quota-exceeded.
+//
+// # Writing an adapter
+//
+// An adapter builds its Policy once, with New, and panics if New fails.
+// For each request it calls Decide with a keyfunc.Request of its framework,
+// writes the headers with SetHeaders, gives a Denied request to its deny
+// handler and a Failed one's Err to its error handler (LogError by
+// default), and answers with Reply's status and body, or, when the status
+// is 0, calls the next handler.
 package policy

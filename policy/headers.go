@@ -2,7 +2,6 @@ package policy
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,34 +9,30 @@ import (
 	"github.com/redlimit/redlimit/core"
 )
 
-// HeaderStyle selects the rate limit headers of responses.
-type HeaderStyle int
+// headerStyle selects the rate limit headers of responses.
+type headerStyle uint8
 
 const (
-	// HeadersAll: the IETF draft-10 RateLimit and RateLimit-Policy fields
+	// headersAll: the IETF draft-10 RateLimit and RateLimit-Policy fields
 	// and the X-RateLimit-* headers. The default.
-	HeadersAll HeaderStyle = iota
-	// HeadersIETF: RateLimit and RateLimit-Policy only.
-	HeadersIETF
-	// HeadersLegacy: X-RateLimit-Limit, -Remaining and -Reset only.
-	HeadersLegacy
-	// HeadersNone: no rate limit headers; a 429 or 503 still carries
-	// Retry-After.
-	HeadersNone
+	headersAll headerStyle = iota
+	headersIETF
+	headersLegacy
+	headersNone
 )
 
 // Header names, as written.
 const (
-	HeaderRateLimitPolicy = "RateLimit-Policy"
-	HeaderRateLimit       = "RateLimit"
-	HeaderLimit           = "X-RateLimit-Limit"
-	HeaderRemaining       = "X-RateLimit-Remaining"
-	HeaderReset           = "X-RateLimit-Reset"
-	HeaderRetryAfter      = "Retry-After"
-	HeaderContentType     = "Content-Type"
+	headerRateLimitPolicy = "RateLimit-Policy"
+	headerRateLimit       = "RateLimit"
+	headerLimit           = "X-RateLimit-Limit"
+	headerRemaining       = "X-RateLimit-Remaining"
+	headerReset           = "X-RateLimit-Reset"
+	headerRetryAfter      = "Retry-After"
 )
 
-// ProblemContentType is the media type of 429 and 503 bodies (RFC 9457).
+// ProblemContentType is the media type of the bodies Reply returns
+// (RFC 9457).
 const ProblemContentType = "application/problem+json"
 
 // Problem types of the IETF rate limit headers draft.
@@ -59,41 +54,49 @@ type HeaderWriter interface {
 
 // header holds what a policy writes, built once.
 type header struct {
-	style       HeaderStyle
+	style       headerStyle
 	policy      string // RateLimit-Policy value
 	limit       string // X-RateLimit-Limit value
 	item        string // the policy name as a structured-field string
 	deny        []byte // 429 body
+	reject      []byte // 403 body
 	unavailable []byte // 503 body
 }
 
-func newHeader(name string, r core.Rate, style HeaderStyle) (header, error) {
-	item, err := sfString(name)
-	if err != nil {
-		return header{}, err
-	}
+// newHeader builds the headers and bodies of the policy name, whose
+// characters are printable ASCII.
+func newHeader(name string, r core.Rate, style headerStyle) header {
+	item := sfString(name)
 	policy := item + ";q=" + strconv.FormatInt(r.Permits, 10)
 	if r.Interval%time.Second == 0 {
 		// w is whole seconds; a sub-second window is left out rather than
 		// misstated.
 		policy += ";w=" + strconv.FormatInt(int64(r.Interval/time.Second), 10)
 	}
-	deny, err := json.Marshal(problem{
-		Type: ProblemQuotaExceeded, Title: "Too Many Requests", Status: 429,
-		Detail:           "The request quota of this client is used up; retry after the time in Retry-After.",
-		ViolatedPolicies: []string{name},
-	})
-	if err != nil {
-		return header{}, err
-	}
-	unavailable, err := json.Marshal(problem{
-		Type: ProblemReducedCapacity, Title: "Service Unavailable", Status: 503,
-		Detail: "The request could not be checked against its rate limit; retry after the time in Retry-After.",
-	})
 	return header{
-		style: style, policy: policy, limit: strconv.FormatInt(r.Permits, 10),
-		item: item, deny: deny, unavailable: unavailable,
-	}, err
+		style: style, policy: policy, limit: strconv.FormatInt(r.Permits, 10), item: item,
+		deny: problemJSON(problem{
+			Type: ProblemQuotaExceeded, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
+			Detail:           "The request quota of this client is used up; retry after the time in Retry-After.",
+			ViolatedPolicies: []string{name},
+		}),
+		reject: problemJSON(problem{
+			Type: "about:blank", Title: "Forbidden", Status: http.StatusForbidden,
+			Detail: "The request has no key for its rate limit, such as a user or an API key, and requests without one are refused.",
+		}),
+		unavailable: problemJSON(problem{
+			Type: ProblemReducedCapacity, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "The request could not be checked against its rate limit; retry after the time in Retry-After.",
+		}),
+	}
+}
+
+func problemJSON(p problem) []byte {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // strings and an int
+	}
+	return b
 }
 
 type problem struct {
@@ -104,25 +107,23 @@ type problem struct {
 	ViolatedPolicies []string `json:"violated-policies,omitempty"`
 }
 
-// sfString quotes name as an RFC 8941 structured-field string.
-func sfString(name string) (string, error) {
+// sfString quotes name, printable ASCII, as an RFC 8941 structured-field
+// string.
+func sfString(name string) string {
 	b := make([]byte, 0, len(name)+2)
 	b = append(b, '"')
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c < 0x20 || c > 0x7e {
-			return "", fmt.Errorf("%w: policy name %q is not printable ASCII", core.ErrInvalidOption, name)
-		}
-		if c == '"' || c == '\\' {
+		if c := name[i]; c == '"' || c == '\\' {
 			b = append(b, '\\')
 		}
-		b = append(b, c)
+		b = append(b, name[i])
 	}
-	return string(append(b, '"')), nil
+	return string(append(b, '"'))
 }
 
-// SetHeaders writes the headers of d. A denial gets Retry-After, in whole
-// seconds rounded up; a failure answered by fail closed gets Retry-After 1.
+// SetHeaders writes the rate limit headers of d. A denial gets
+// Retry-After, in whole seconds rounded up; a failure answered by fail
+// closed gets Retry-After 1; a request with no key gets none.
 // When several policies limit one request, each adds its item to the
 // RateLimit and RateLimit-Policy lists, and the X-RateLimit-* headers are
 // those of the policy with the fewest permits remaining. Written into an
@@ -161,12 +162,12 @@ func (f *fields) put(key, val string, add bool) {
 
 // Canonical header names, as http.Header stores them.
 var (
-	canonRateLimitPolicy = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
-	canonRateLimit       = http.CanonicalHeaderKey(HeaderRateLimit)
-	canonLimit           = http.CanonicalHeaderKey(HeaderLimit)
-	canonRemaining       = http.CanonicalHeaderKey(HeaderRemaining)
-	canonReset           = http.CanonicalHeaderKey(HeaderReset)
-	canonRetryAfter      = http.CanonicalHeaderKey(HeaderRetryAfter)
+	canonRateLimitPolicy = http.CanonicalHeaderKey(headerRateLimitPolicy)
+	canonRateLimit       = http.CanonicalHeaderKey(headerRateLimit)
+	canonLimit           = http.CanonicalHeaderKey(headerLimit)
+	canonRemaining       = http.CanonicalHeaderKey(headerRemaining)
+	canonReset           = http.CanonicalHeaderKey(headerReset)
+	canonRetryAfter      = http.CanonicalHeaderKey(headerRetryAfter)
 )
 
 // fields computes the headers of d. Its numbers are formatted into b and
@@ -178,6 +179,8 @@ func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 			f.put(canonRetryAfter, FailedRetryAfter, false)
 		}
 		return
+	case Rejected, Unlimited:
+		return
 	}
 	// t and X-RateLimit-Reset: until the request could be granted when
 	// denied, until the quota is full again when allowed.
@@ -187,8 +190,8 @@ func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 	}
 	remaining := max(d.Result.Remaining, 0)
 	style := p.headers.style
-	ietf := style == HeadersAll || style == HeadersIETF
-	legacy := (style == HeadersAll || style == HeadersLegacy) && fewer(remainingSet, remaining)
+	ietf := style == headersAll || style == headersIETF
+	legacy := (style == headersAll || style == headersLegacy) && fewer(remainingSet, remaining)
 
 	// Formatted numbers: t, remaining, then the RateLimit item.
 	b = strconv.AppendInt(b, t, 10)
@@ -244,12 +247,6 @@ func fewer(set string, remaining int64) bool {
 	n, err := strconv.ParseInt(set, 10, 64)
 	return err != nil || remaining < n
 }
-
-// DenyBody is the problem+json body of a 429.
-func (p *Policy) DenyBody() []byte { return p.headers.deny }
-
-// UnavailableBody is the problem+json body of a 503 answered by fail closed.
-func (p *Policy) UnavailableBody() []byte { return p.headers.unavailable }
 
 // ceilSeconds rounds d up to whole seconds, at least least.
 func ceilSeconds(d time.Duration, least int64) int64 {

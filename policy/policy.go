@@ -2,12 +2,12 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"net/http"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -17,10 +17,11 @@ import (
 // concurrent use by multiple goroutines.
 type Policy struct {
 	client     *core.Client
-	rate       core.Rate
 	name       string
-	prefix     []byte // escaped name and ':'
+	prefix     string // the escaped name and ':'
 	key        keyfunc.KeyFunc
+	missing    missingKey
+	fallback   keyfunc.KeyFunc // the client IP, for a request with no key
 	cost       int64
 	maxWait    time.Duration
 	waiters    chan struct{}
@@ -37,11 +38,18 @@ type Outcome uint8
 const (
 	// Allowed: serve the request.
 	Allowed Outcome = iota
-	// Denied: the request is over the limit.
+	// Denied: the request is over the limit: answer 429.
 	Denied
-	// Failed: no decision (Redis down or slow, no key for the request):
-	// the failure policy applies.
+	// Failed: no decision (Redis down or slow, a key function failed):
+	// pass Err to the error handler, then serve the request, or answer
+	// 503 when the policy fails closed.
 	Failed
+	// Rejected: the request has no key, and the policy rejects such
+	// requests (WithMissingKeyDeny): answer 403.
+	Rejected
+	// Unlimited: the request has no key, and the policy serves such
+	// requests without a limit (WithMissingKeyServe): serve it.
+	Unlimited
 )
 
 // Decision is the outcome of a Policy for one request.
@@ -49,117 +57,108 @@ type Decision struct {
 	Outcome Outcome
 	// Result is the limiter's answer when Allowed or Denied.
 	Result core.Result
-	// Err says why the decision Failed. It never reaches a response.
+	// Err says why the decision Failed, or why the request has no key
+	// (Rejected, Unlimited). It never reaches a response.
 	Err error
 }
 
-// New returns the Policy for rate with settings s. It does no I/O. Invalid
-// settings give an error wrapping core.ErrInvalidRate, core.ErrInvalidPermits,
-// core.ErrPermitsExceedRate or core.ErrInvalidOption.
-func New(c *core.Client, r core.Rate, s Settings) (*Policy, error) {
-	if c == nil {
-		return nil, fmt.Errorf("%w: nil client", core.ErrInvalidOption)
-	}
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	if s.Name == "" {
-		s.Name = DefaultName
-	}
-	if s.Cost == 0 {
-		s.Cost = 1
-	}
-	if s.MaxWaiters == 0 {
-		s.MaxWaiters = DefaultMaxWaiters
-	}
-	if s.Timeout == 0 {
-		s.Timeout = DefaultTimeout
-	}
-	switch {
-	case s.Cost < 1 || s.Cost > r.Permits:
-		return nil, fmt.Errorf("%w: cost %d not in [1, %d]", core.ErrInvalidPermits, s.Cost, r.Permits)
-	case s.MaxWait < 0 || s.MaxWaiters < 0 || s.Timeout < 0:
-		return nil, fmt.Errorf("%w: negative wait, waiters or timeout", core.ErrInvalidOption)
-	case s.Headers < HeadersAll || s.Headers > HeadersNone:
-		return nil, fmt.Errorf("%w: unknown header style %d", core.ErrInvalidOption, s.Headers)
-	}
-	for _, k := range s.Keys {
-		if k == nil {
-			return nil, fmt.Errorf("%w: nil key function", core.ErrInvalidOption)
+// New returns the Policy limiting requests to rate r on client c. It does
+// no I/O. An invalid rate or option gives an error naming it, and wrapping
+// core.ErrInvalidRate, core.ErrInvalidPermits or core.ErrInvalidOption:
+// adapters panic with it, since it is a mistake in the program.
+func New(c *core.Client, r core.Rate, opts ...Option) (*Policy, error) {
+	s := defaults()
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
 		}
 	}
-	h, err := newHeader(s.Name, r, s.Headers)
-	if err != nil {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil *core.Client", core.ErrInvalidOption)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("rate %v: %w", r, err)
+	}
+	if err := s.validate(r); err != nil {
 		return nil, err
 	}
 	key := keyfunc.IP()
-	switch len(s.Keys) {
-	case 0:
-	case 1:
-		key = s.Keys[0]
-	default:
-		key = keyfunc.Join(s.Keys...)
+	switch {
+	case len(s.keys) == 1:
+		key = s.keys[0]
+	case len(s.keys) > 1:
+		key = keyfunc.Join(s.keys...)
 	}
-	p := &Policy{
+	name, err := register(c, r, &s, key)
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{
 		client:     c,
-		rate:       r,
-		name:       s.Name,
-		prefix:     append(keyfunc.AppendEscaped(nil, s.Name), ':'),
+		name:       name,
+		prefix:     keyfunc.Escape(name) + ":",
 		key:        key,
-		cost:       s.Cost,
-		maxWait:    s.MaxWait,
-		waiters:    make(chan struct{}, s.MaxWaiters),
-		limOpts:    []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(s.Timeout)},
-		failClosed: s.FailClosed,
-		headers:    h,
-	}
-	return p, nil
+		missing:    s.missing,
+		fallback:   keyfunc.IP(s.missingIP...),
+		cost:       s.cost,
+		maxWait:    s.maxWait,
+		waiters:    make(chan struct{}, s.maxWaiters),
+		limOpts:    []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(s.timeout)},
+		failClosed: s.failClosed,
+		headers:    newHeader(name, r, s.headers),
+	}, nil
 }
 
-// Name returns the policy's name.
+// maxNameLen is the longest policy name.
+const maxNameLen = 64
+
+// validate checks the options that do not depend on other middlewares.
+func (s *settings) validate(r core.Rate) error {
+	switch {
+	case s.cost < 1 || s.cost > r.Permits:
+		return fmt.Errorf("WithCost(%d): %w: the cost must be from 1 to the rate's %d permits", s.cost, core.ErrInvalidPermits, r.Permits)
+	case s.maxWait < 0:
+		return fmt.Errorf("WithWait(%v): %w: a negative wait", s.maxWait, core.ErrInvalidOption)
+	case s.maxWaiters < 1:
+		return fmt.Errorf("WithMaxWaiters(%d): %w: at least one request must be able to wait", s.maxWaiters, core.ErrInvalidOption)
+	case s.timeout <= 0:
+		return fmt.Errorf("WithTimeout(%v): %w: the timeout must be positive", s.timeout, core.ErrInvalidOption)
+	case s.keySet && len(s.keys) == 0:
+		return fmt.Errorf("WithKey(): %w: no key function", core.ErrInvalidOption)
+	}
+	for i, k := range s.keys {
+		if k == nil {
+			return fmt.Errorf("WithKey: %w: key function %d of %d is nil", core.ErrInvalidOption, i+1, len(s.keys))
+		}
+	}
+	if s.named {
+		ok := len(s.name) >= 1 && len(s.name) <= maxNameLen
+		for i := 0; ok && i < len(s.name); i++ {
+			ok = s.name[i] >= 0x20 && s.name[i] <= 0x7e
+		}
+		if !ok {
+			return fmt.Errorf("WithName(%q): %w: a name is 1 to %d printable ASCII characters", s.name, core.ErrInvalidOption, maxNameLen)
+		}
+	}
+	return nil
+}
+
+// Name returns the policy's name: the one given with WithName, or the one
+// it was given after its rate.
 func (p *Policy) Name() string { return p.name }
 
-// Rate returns the policy's rate.
-func (p *Policy) Rate() core.Rate { return p.rate }
+// errEmptyKey is the error of a key function that returned "".
+var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfunc.ErrNoKey)
 
-// FailClosed reports whether failed decisions are answered with 503.
-func (p *Policy) FailClosed() bool { return p.failClosed }
-
-var names = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
-
-// appendName appends the limiter name of req to dst: the escaped policy
-// name, ':' and the request's key parts.
-func (p *Policy) appendName(req keyfunc.Request, dst []byte) ([]byte, error) {
-	b, err := p.key(req, append(dst, p.prefix...))
-	if err != nil {
-		return dst, fmt.Errorf("policy %s: %w", p.name, err)
-	}
-	return b, nil
-}
-
-// LimiterName returns the limiter name of req: the escaped policy name,
-// ':' and the request's key parts. The error wraps keyfunc.ErrNoKey when
-// the request has no key.
-func (p *Policy) LimiterName(req keyfunc.Request) (string, error) {
-	b, err := p.appendName(req, nil)
-	return string(b), err
-}
-
-// Decide decides one request: it acquires the policy's cost on the
-// request's limiter, waits for a permit in wait mode, and reports a
+// Decide decides one request: it finds the request's limiter, acquires the
+// policy's cost on it, waits for a permit in wait mode, and reports a
 // failure instead of blocking when Redis cannot answer in time.
 func (p *Policy) Decide(req keyfunc.Request) Decision {
-	bp := names.Get().(*[]byte)
-	b, err := p.appendName(req, (*bp)[:0])
-	if err != nil {
-		names.Put(bp)
-		return Decision{Outcome: Failed, Err: err}
+	name, d, ok := p.limiterName(req)
+	if !ok {
+		return d
 	}
-	// core.Limiter copies the name into the limiter's own memory, so the
-	// name can be a view of the pooled buffer, which goes back at once.
-	l := p.client.Limiter(unsafe.String(unsafe.SliceData(b), len(b)), p.limOpts...)
-	*bp = b[:0]
-	names.Put(bp)
+	l := p.client.Limiter(name, p.limOpts...)
 	ctx := req.Context()
 	r, err := l.TryAcquire(ctx, p.cost)
 	if err != nil {
@@ -186,6 +185,34 @@ func (p *Policy) Decide(req keyfunc.Request) Decision {
 	return Decision{Outcome: Denied, Result: r}
 }
 
+// limiterName returns the name of the request's limiter: the escaped
+// policy name, ':' and the escaped key; or, for a request with no key
+// under WithMissingKeyIP, "::ip:" and the escaped client address. When
+// there is no limiter to ask, it returns the decision instead.
+func (p *Policy) limiterName(req keyfunc.Request) (string, Decision, bool) {
+	key, err := p.key(req)
+	if err == nil && key != "" {
+		return p.prefix + keyfunc.Escape(key), Decision{}, true
+	}
+	if err == nil {
+		err = errEmptyKey
+	}
+	if !errors.Is(err, keyfunc.ErrNoKey) {
+		return "", p.failed(err), false
+	}
+	switch p.missing {
+	case missingDeny:
+		return "", Decision{Outcome: Rejected, Err: err}, false
+	case missingServe:
+		return "", Decision{Outcome: Unlimited, Err: err}, false
+	}
+	ip, err := p.fallback(req)
+	if err != nil {
+		return "", p.failed(err), false
+	}
+	return p.prefix + ":ip:" + keyfunc.Escape(ip), Decision{}, true
+}
+
 // fits reports whether a wait of d fits in the maximum wait and in what is
 // left of ctx's deadline.
 func (p *Policy) fits(ctx context.Context, d time.Duration) bool {
@@ -198,6 +225,23 @@ func (p *Policy) fits(ctx context.Context, d time.Duration) bool {
 
 func (p *Policy) failed(err error) Decision {
 	return Decision{Outcome: Failed, Err: fmt.Errorf("policy %s: %w", p.name, err)}
+}
+
+// Reply returns the response to a request the policy does not serve: 429
+// when Denied, 403 when Rejected, 503 when Failed and the policy fails
+// closed, each with its problem+json body (ProblemContentType). For a
+// request to serve, the status is 0. The body is shared: do not modify
+// it.
+func (p *Policy) Reply(d Decision) (status int, body []byte) {
+	switch {
+	case d.Outcome == Denied:
+		return http.StatusTooManyRequests, p.headers.deny
+	case d.Outcome == Rejected:
+		return http.StatusForbidden, p.headers.reject
+	case d.Outcome == Failed && p.failClosed:
+		return http.StatusServiceUnavailable, p.headers.unavailable
+	}
+	return 0, nil
 }
 
 // throttle lets one log line through per second.
@@ -217,21 +261,11 @@ func (t *throttle) allow() (bool, int64) {
 	return true, t.suppressed.Swap(0)
 }
 
-// invalid throttles the errors of policies that could not be built.
-var invalid throttle
-
-// LogError is the default error handler of every adapter: it logs err with
-// log/slog at level WARN, at most once a second per policy, counting the
-// errors it leaves out, so a Redis outage cannot flood the log. On a nil
-// Policy (New failed: the adapter answers 500) it logs the configuration
-// error.
+// LogError is the default error handler of every adapter: it logs the
+// error of a failed decision with log/slog at level WARN, at most once a
+// second per policy, counting the errors it leaves out, so a Redis outage
+// cannot flood the log.
 func (p *Policy) LogError(ctx context.Context, err error) {
-	if p == nil {
-		if ok, n := invalid.allow(); ok {
-			slog.ErrorContext(ctx, "rate limiter: invalid options, answering 500", "err", err, "similar_errors_not_logged", n)
-		}
-		return
-	}
 	ok, n := p.log.allow()
 	if !ok {
 		return

@@ -13,7 +13,6 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/examples/internal/demo"
-	"github.com/redlimit/redlimit/keyfunc"
 )
 
 func main() {
@@ -25,8 +24,12 @@ func main() {
 		echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == "/health" }))
 	login := echorl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
 		echorl.WithName("login"), echorl.WithWait(3*time.Second))
-	perUser := echorl.New(client, core.PerMinute(5),
-		echorl.WithName("user"), echorl.WithKey(keyfunc.User(demo.UserKey)))
+	// The key is read from echo's context, where authenticate put the user.
+	perUser := echorl.New(client, core.PerMinute(5), echorl.WithName("user"),
+		echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) {
+			user, _ := c.Get(demo.UserKey).(string)
+			return user, nil
+		})))
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

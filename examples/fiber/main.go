@@ -13,7 +13,6 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/demo"
 	"github.com/redlimit/redlimit/fiberrl"
-	"github.com/redlimit/redlimit/keyfunc"
 )
 
 func main() {
@@ -25,8 +24,12 @@ func main() {
 		fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/health" }))
 	login := fiberrl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
 		fiberrl.WithName("login"), fiberrl.WithWait(3*time.Second))
-	perUser := fiberrl.New(client, core.PerMinute(5),
-		fiberrl.WithName("user"), fiberrl.WithKey(keyfunc.User(demo.UserKey)))
+	// The key is read from fiber's Locals, where authenticate put the user.
+	perUser := fiberrl.New(client, core.PerMinute(5), fiberrl.WithName("user"),
+		fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) {
+			user, _ := c.Locals(demo.UserKey).(string)
+			return user, nil
+		})))
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: 5 * time.Second})
 	app.Use(perIP)

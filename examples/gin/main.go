@@ -12,7 +12,6 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/demo"
 	"github.com/redlimit/redlimit/ginrl"
-	"github.com/redlimit/redlimit/keyfunc"
 )
 
 func main() {
@@ -24,8 +23,9 @@ func main() {
 		ginrl.WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == "/health" }))
 	login := ginrl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
 		ginrl.WithName("login"), ginrl.WithWait(3*time.Second))
-	perUser := ginrl.New(client, core.PerMinute(5),
-		ginrl.WithName("user"), ginrl.WithKey(keyfunc.User(demo.UserKey)))
+	// The key is read from gin's context, where authenticate put the user.
+	perUser := ginrl.New(client, core.PerMinute(5), ginrl.WithName("user"),
+		ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.GetString(demo.UserKey), nil })))
 
 	engine := gin.New()
 	engine.Use(gin.Logger(), gin.Recovery(), perIP)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/demo"
-	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/nethttprl"
 )
 
@@ -26,8 +25,13 @@ func main() {
 		nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
 	login := nethttprl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
 		nethttprl.WithName("login"), nethttprl.WithWait(3*time.Second))
-	perUser := nethttprl.New(client, core.PerMinute(5),
-		nethttprl.WithName("user"), nethttprl.WithKey(keyfunc.User(userKey{})))
+	// The key is read from the request's context, where authenticate put
+	// the user.
+	perUser := nethttprl.New(client, core.PerMinute(5), nethttprl.WithName("user"),
+		nethttprl.WithKey(nethttprl.Key(func(r *http.Request) (string, error) {
+			user, _ := r.Context().Value(userKey{}).(string)
+			return user, nil
+		})))
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/policy"
 )
 
 // ErrorMode selects the error handler of a Limit.
@@ -32,18 +31,42 @@ const (
 	ErrorRespond
 )
 
+// HeaderStyle selects a Limit's header option.
+type HeaderStyle int
+
+const (
+	HeadersDefault HeaderStyle = iota // no header option: IETF and X-RateLimit-*
+	HeadersIETF                       // WithIETFHeaders
+	HeadersLegacy                     // WithLegacyHeaders
+	HeadersNone                       // WithoutHeaders
+)
+
+// MissingKey selects a Limit's missing-key option.
+type MissingKey int
+
+const (
+	MissingKeyDefault MissingKey = iota // no option: the client IP
+	MissingKeyIP                        // WithMissingKeyIP()
+	MissingKeyDeny                      // WithMissingKeyDeny
+	MissingKeyServe                     // WithMissingKeyServe
+)
+
 // Limit describes one middleware, framework-free. The adapter's test turns
-// it into its options.
+// it into its options; a zero field gives no option.
 type Limit struct {
-	Name       string
-	Rate       core.Rate
-	Keys       []keyfunc.KeyFunc
+	Name string
+	Rate core.Rate
+	Keys []keyfunc.KeyFunc
+	// ParamKey keys the limit on the named path parameter, read from the
+	// framework's own context by a key function of the adapter's Key.
+	ParamKey   string
 	Cost       int64
 	MaxWait    time.Duration
 	MaxWaiters int
 	Timeout    time.Duration
 	FailClosed bool
-	Headers    policy.HeaderStyle
+	Headers    HeaderStyle
+	MissingKey MissingKey
 	// SkipPath exempts requests to this path.
 	SkipPath string
 	// Deny installs a deny handler answering 418 with the body
@@ -67,6 +90,8 @@ type Route struct {
 // a deadline; X-Cancel-Ms cancels the request context after that time.
 type App struct {
 	Client *core.Client
+	// Prefix is Client's key prefix.
+	Prefix string
 	Global []Limit
 	Routes []Route
 	// Errors receives what error handlers are given (never blocks).
@@ -87,6 +112,16 @@ type Adapter struct {
 	// Serve builds the App with the framework and returns a function that
 	// performs one request.
 	Serve func(t *testing.T, app App) func(*http.Request) (*http.Response, error)
+	// Build builds the middleware of one Limit on app.Client, as Serve
+	// does, and throws it away.
+	Build func(app App, l Limit)
+	// ProblemContentType is the Content-Type of the adapter's own 429, 403
+	// and 503 answers: application/problem+json, or what the framework's
+	// error handler writes where the refusals go through it.
+	ProblemContentType string
+	// RoutesInGlobal reports whether middleware added to every route knows
+	// the route template.
+	RoutesInGlobal bool
 	// UserKey is the key under which the pre-middleware stores X-User.
 	UserKey any
 	// Peer is the address the framework reports for test clients.

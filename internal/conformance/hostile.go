@@ -48,24 +48,21 @@ type hostileCase struct {
 	name   string
 	path   string
 	header []string
-	// noKey: the key function finds no key in the request (keyfunc.ErrNoKey):
-	// the failure policy decides. The table fails open, so each request is
-	// served without a decision, and the error handler gets ErrNoKey each
-	// time. Otherwise each request is decided: 3 served, then 429s.
+	// noKey: the key function finds no key in the request
+	// (keyfunc.ErrNoKey), so the request is limited by its client IP, in
+	// the namespace of requests without a key. Either way each request is
+	// decided: 3 served, then 429s.
 	noKey bool
 }
 
-// want returns the statuses the case's requests must get from a, and the
-// error every call of the error handler must wrap (nil: no call at all).
-func (tc hostileCase) want(a Adapter) (statuses []int, decided bool, err error) {
+// want returns the statuses the case's requests must get from a, and
+// whether they are decided by Redis.
+func (tc hostileCase) want(a Adapter) (statuses []int, decided bool) {
 	if st, ok := a.HostileRefused[tc.name]; ok {
 		// The framework answers before any middleware runs.
-		return repeat(st, hostileRequests), false, nil
+		return repeat(st, hostileRequests), false
 	}
-	if tc.noKey {
-		return repeat(http.StatusOK, hostileRequests), false, keyfunc.ErrNoKey
-	}
-	return []int{200, 200, 200, 429, 429}, true, nil
+	return []int{200, 200, 200, 429, 429}, true
 }
 
 // drain returns the errors an App's error handlers have reported so far.
@@ -85,22 +82,24 @@ func drain(errs chan error) []error {
 // headers, forged forwarding headers, unicode and control characters in
 // user ids and API keys, and costs and rates at the int64 edges. Each
 // hostile request gets exactly the answer its case gives (decided: 3
-// served, then 429; no key: served by the failure policy, fail open; or the
+// served, then 429, by its key or, with no key, by its client IP; or the
 // framework's own status where a.HostileRefused says the framework refuses
-// it), the error handler sees exactly the errors the case gives, and no
-// hostile request touches another client's limiter.
+// it), the error handler sees no error, and no hostile request touches
+// another client's limiter.
 func RunHostile(t *testing.T, a Adapter) {
 	rdb := redistest.Shared(t).Client(t)
 
 	serve := func(t *testing.T, global []Limit, routes ...Route) (App, caller) {
-		c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+"."+strconv.FormatUint(rand.Uint64(), 36)+":"))
+		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
+		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000)}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000)}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	user := keyfunc.User(a.UserKey)
 	trusted := keyfunc.IP(keyfunc.TrustProxies(netip.PrefixFrom(a.Peer, a.Peer.BitLen())))
-	// Every limit reports its errors (ErrorObserve) and then fails open.
+	// Every limit reports its errors (ErrorObserve), of which there must be
+	// none.
 	limits := []Route{
 		{Path: "/user", Limits: []Limit{{Name: "user", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{user}, OnError: ErrorObserve}}},
 		{Path: "/key", Limits: []Limit{{Name: "key", Rate: core.PerMinute(3), Keys: []keyfunc.KeyFunc{keyfunc.APIKey("X-API-Key")}, OnError: ErrorObserve}}},
@@ -167,7 +166,7 @@ func RunHostile(t *testing.T, a Adapter) {
 				// Spend one permit of each bystander, then check that the
 				// case moves none of them.
 				require.Equal(t, []string{"2", "2", "2"}, remaining(c))
-				wantStatus, wantDecided, wantErr := tc.want(a)
+				wantStatus, wantDecided := tc.want(a)
 				var got []int
 				for i := range hostileRequests {
 					r := c.get(tc.path, tc.header...)
@@ -181,14 +180,12 @@ func RunHostile(t *testing.T, a Adapter) {
 				}
 				assert.Equal(t, wantStatus, got, "statuses")
 				assert.Equal(t, []string{"1", "1", "1"}, remaining(c), "each bystander lost exactly its own second permit")
-				errs := drain(ap.Errors)
-				if wantErr == nil {
-					assert.Empty(t, errs, "errors reported to the error handler")
-				} else {
-					assert.Len(t, errs, hostileRequests, "one error per request: %v", errs)
-					for _, err := range errs {
-						assert.ErrorIs(t, err, wantErr)
-					}
+				assert.Empty(t, drain(ap.Errors), "errors reported to the error handler")
+				if tc.noKey && wantDecided {
+					// Limited in the namespace of requests without a key.
+					ks, err := rdb.Keys(context.Background(), ap.Prefix+"*::ip:*").Result()
+					require.NoError(t, err)
+					assert.Len(t, ks, 1, "the limiter of the client IP, apart from every key")
 				}
 			})
 		}
@@ -208,33 +205,23 @@ func RunHostile(t *testing.T, a Adapter) {
 
 	t.Run("costs and rates at the int64 edges", func(t *testing.T) {
 		t.Parallel()
-		// Impossible options make every request fail loudly (500, the
-		// configuration error to the error handler), never serve it
-		// unlimited and never panic.
+		// Impossible options make New panic with the typed error, naming
+		// the option: never a middleware that serves unlimited.
+		ap, _ := serve(t, nil, Route{Path: "/a"})
 		for _, tc := range []struct {
 			l   Limit
 			err error
+			msg string
 		}{
-			{Limit{Name: "cost-max", Rate: core.PerMinute(10), Cost: math.MaxInt64}, core.ErrInvalidPermits},
-			{Limit{Name: "cost-min", Rate: core.PerMinute(10), Cost: math.MinInt64}, core.ErrInvalidPermits},
-			{Limit{Name: "rate-max", Rate: core.Rate{Permits: math.MaxInt64, Interval: time.Minute}}, core.ErrInvalidRate},
-			{Limit{Name: "interval-ns", Rate: core.Rate{Permits: 10, Interval: math.MaxInt64}}, core.ErrInvalidRate},
-			{Limit{Name: "wait-min", Rate: core.PerMinute(10), MaxWait: math.MinInt64}, core.ErrInvalidOption},
+			{Limit{Name: "cost-max", Rate: core.PerMinute(10), Cost: math.MaxInt64}, core.ErrInvalidPermits, "WithCost(9223372036854775807): "},
+			{Limit{Name: "cost-min", Rate: core.PerMinute(10), Cost: math.MinInt64}, core.ErrInvalidPermits, "WithCost(-9223372036854775808): "},
+			{Limit{Name: "rate-max", Rate: core.Rate{Permits: math.MaxInt64, Interval: time.Minute}}, core.ErrInvalidRate, "rate 9223372036854775807 per 1m0s"},
+			{Limit{Name: "interval-ns", Rate: core.Rate{Permits: 10, Interval: math.MaxInt64}}, core.ErrInvalidRate, "rate 10 per 2562047h47m16.854775807s"},
+			{Limit{Name: "wait-min", Rate: core.PerMinute(10), MaxWait: math.MinInt64}, core.ErrInvalidOption, "WithWait(-2562047h47m16.854775808s): "},
 		} {
-			l := tc.l
-			l.OnError = ErrorObserve
-			ap, c := serve(t, []Limit{l}, Route{Path: "/a"})
-			for i := range 2 {
-				r := c.get("/a")
-				assert.Equal(t, http.StatusInternalServerError, r.status, "%s: request %d", l.Name, i+1)
-				assert.NotContains(t, r.body, "permits", "%s: no error text in the body", l.Name)
-			}
-			errs := drain(ap.Errors)
-			if assert.Len(t, errs, 2, "%s: the error handler saw each request's error", l.Name) {
-				for _, err := range errs {
-					assert.ErrorIs(t, err, tc.err, l.Name)
-				}
-			}
+			err := buildPanics(t, a, ap, tc.l)
+			assert.ErrorIs(t, err, tc.err, tc.l.Name)
+			assert.True(t, strings.HasPrefix(err.Error(), a.Name+".New: "+tc.msg), "%s: %q", tc.l.Name, err)
 		}
 		// The largest valid values work.
 		ap, c := serve(t, []Limit{{Name: "edge", Rate: core.Rate{Permits: core.MaxPermits, Interval: 100 * 365 * 24 * time.Hour}, Cost: core.MaxPermits, OnError: ErrorObserve}},

@@ -19,7 +19,6 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/policy"
 )
 
 // caller performs requests against one served App.
@@ -121,9 +120,10 @@ func run(t *testing.T, a Adapter, b backend) {
 
 	// app returns an App on the shared Redis, isolated by a key prefix.
 	app := func(t *testing.T, global []Limit, routes ...Route) (App, caller) {
-		c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+"."+strconv.FormatUint(rand.Uint64(), 36)+":"))
+		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
+		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100)}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100)}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	// one serves a single route "/a" behind one global limit.
@@ -154,7 +154,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
 		assert.Equal(t, strconv.Itoa(retry), r.header.Get("X-RateLimit-Reset"))
 		assert.Equal(t, `"basic";r=0;t=`+strconv.Itoa(retry), r.header.Get("RateLimit"))
-		assert.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+		assert.Equal(t, a.ProblemContentType, r.header.Get("Content-Type"))
 		var p map[string]any
 		require.NoError(t, json.Unmarshal([]byte(r.body), &p), r.body)
 		assert.Equal(t, "https://iana.org/assignments/http-problem-types#quota-exceeded", p["type"])
@@ -283,9 +283,9 @@ func run(t *testing.T, a Adapter, b backend) {
 	t.Run("header styles", func(t *testing.T) {
 		t.Parallel()
 		for _, hc := range []struct {
-			style      policy.HeaderStyle
+			style      HeaderStyle
 			ietf, lgcy bool
-		}{{policy.HeadersAll, true, true}, {policy.HeadersIETF, true, false}, {policy.HeadersLegacy, false, true}, {policy.HeadersNone, false, false}} {
+		}{{HeadersDefault, true, true}, {HeadersIETF, true, false}, {HeadersLegacy, false, true}, {HeadersNone, false, false}} {
 			_, c := one(t, Limit{Name: "style", Rate: perMinute(1), Headers: hc.style})
 			for _, r := range []response{c.get("/a"), c.get("/a")} {
 				assert.Equal(t, hc.ietf, r.header.Get("RateLimit") != "", "style %d", hc.style)
@@ -381,7 +381,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, http.StatusServiceUnavailable, r.status)
 		assert.Less(t, r.elapsed, noHang)
 		assert.Equal(t, "1", r.header.Get("Retry-After"))
-		assert.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+		assert.Equal(t, a.ProblemContentType, r.header.Get("Content-Type"))
 		assert.Contains(t, r.body, "temporary-reduced-capacity")
 		for _, leak := range []string{"refused", "dial", "redis", "127.0.0.1", "EOF"} {
 			assert.NotContains(t, strings.ToLower(r.body), strings.ToLower(leak), "no error text in the response")
@@ -399,29 +399,132 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Error(t, <-ap.Errors)
 	})
 
-	t.Run("a request with no key follows the failure policy", func(t *testing.T) {
+	t.Run("a request with no key is limited by its client IP", func(t *testing.T) {
 		t.Parallel()
 		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
-		ap, c := one(t, Limit{Name: "nokey", Rate: perMinute(1), Keys: user, OnError: ErrorObserve})
-		assert.Equal(t, []int{200, 200}, c.statuses(2, "/a"), "fail open: served")
-		assert.ErrorIs(t, <-ap.Errors, keyfunc.ErrNoKey)
-		_, c = one(t, Limit{Name: "nokey", Rate: perMinute(1), Keys: user, FailClosed: true})
-		assert.Equal(t, []int{503}, c.statuses(1, "/a"))
-		assert.Equal(t, []int{200, 429}, c.statuses(2, "/a", HeaderUser, "carol"))
+		for _, mk := range []MissingKey{MissingKeyDefault, MissingKeyIP} {
+			ap, c := one(t, Limit{Name: "nokey", Rate: perMinute(2), Keys: user, MissingKey: mk, OnError: ErrorObserve})
+			assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"), "limited, by the client IP")
+			assert.Equal(t, []int{200}, c.statuses(1, "/a", HeaderUser, a.Peer.String()), "a user named like the address has a budget of its own")
+			assert.Equal(t, []int{200}, c.statuses(1, "/a", HeaderUser, "alice"))
+			assert.Empty(t, drain(ap.Errors), "no error: a missing key is no failure")
+			ks, err := b.keys(context.Background())
+			require.NoError(t, err)
+			assert.Contains(t, ks, ap.Prefix+"nokey::ip:"+keyfunc.Escape(a.Peer.String()), "the namespace of requests without a key")
+		}
 	})
 
-	t.Run("invalid options fail loudly", func(t *testing.T) {
+	t.Run("a request with no key is denied", func(t *testing.T) {
 		t.Parallel()
-		ap, c := one(t, Limit{Name: "bad", Rate: perMinute(1), Cost: 5, OnError: ErrorObserve})
-		r := c.get("/a")
-		assert.Equal(t, http.StatusInternalServerError, r.status)
-		assert.NotContains(t, r.body, "permits", "no error text in the response")
-		assert.ErrorIs(t, <-ap.Errors, core.ErrInvalidPermits)
-		ap, c = one(t, Limit{Name: "bad", Rate: perMinute(1), Cost: 5, OnError: ErrorRespond})
-		r = c.get("/a")
-		assert.Equal(t, http.StatusInternalServerError, r.status)
-		assert.Equal(t, "custom error", r.body, "the error handler's answer stands alone")
-		assert.ErrorIs(t, <-ap.Errors, core.ErrInvalidPermits)
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		ap, c := one(t, Limit{Name: "nokey-deny", Rate: perMinute(2), Keys: user, MissingKey: MissingKeyDeny, OnError: ErrorObserve})
+		for range 3 {
+			r := c.get("/a")
+			assert.Equal(t, http.StatusForbidden, r.status)
+			assert.Equal(t, a.ProblemContentType, r.header.Get("Content-Type"))
+			assert.Contains(t, r.body, `"status":403`)
+			assert.Empty(t, r.header.Get("RateLimit"))
+		}
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a", HeaderUser, "carol"))
+		assert.Empty(t, drain(ap.Errors), "no error: a missing key is no failure")
+	})
+
+	t.Run("a request with no key is served when told so", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		ap, c := one(t, Limit{Name: "nokey-serve", Rate: perMinute(1), Keys: user, MissingKey: MissingKeyServe, OnError: ErrorObserve})
+		for range 3 {
+			r := c.get("/a")
+			assert.Equal(t, http.StatusOK, r.status)
+			assert.Empty(t, r.header.Get("RateLimit"), "no limit, no headers")
+		}
+		assert.Equal(t, []int{200, 429}, c.statuses(2, "/a", HeaderUser, "carol"))
+		assert.Empty(t, drain(ap.Errors), "no error: a missing key is no failure")
+	})
+
+	t.Run("a key function of the framework's own", func(t *testing.T) {
+		t.Parallel()
+		_, c := app(t, nil, Route{Path: "/tenants/{id}", Limits: []Limit{{Name: "tenant", Rate: perMinute(2), ParamKey: "id"}}})
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/tenants/1"))
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/tenants/a:b"), "per path parameter")
+	})
+
+	t.Run("a route key where the route is not known", func(t *testing.T) {
+		t.Parallel()
+		ap, c := app(t, []Limit{{Name: "route", Rate: perMinute(2), Keys: []keyfunc.KeyFunc{keyfunc.Route()}, OnError: ErrorObserve}},
+			Route{Path: "/a"}, Route{Path: "/b"})
+		if a.RoutesInGlobal {
+			assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"))
+			assert.Equal(t, []int{200}, c.statuses(1, "/b"), "per route")
+			assert.Empty(t, drain(ap.Errors))
+			return
+		}
+		assert.Equal(t, []int{200, 200, 200}, c.statuses(3, "/a"), "every decision fails: fail open")
+		errs := drain(ap.Errors)
+		require.Len(t, errs, 3)
+		for _, err := range errs {
+			assert.ErrorIs(t, err, keyfunc.ErrRouteUnknown)
+			assert.Contains(t, err.Error(), a.Name+": ", "the adapter says where the middleware belongs")
+		}
+	})
+
+	t.Run("invalid options panic at construction", func(t *testing.T) {
+		t.Parallel()
+		ap, _ := one(t, Limit{Name: "ok", Rate: perMinute(1)})
+		for _, tc := range []struct {
+			l    Limit
+			want error
+			msg  string
+		}{
+			{Limit{Rate: core.Rate{}}, core.ErrInvalidRate, "rate 0 per 0s (Overall): "},
+			{Limit{Rate: core.Rate{Permits: 1, Interval: 1500 * time.Microsecond}}, core.ErrInvalidRate, "rate 1 per 1.5ms (Overall): "},
+			{Limit{Rate: perMinute(10), Cost: -1}, core.ErrInvalidPermits, "WithCost(-1): "},
+			{Limit{Rate: perMinute(10), Cost: 11}, core.ErrInvalidPermits, "WithCost(11): "},
+			{Limit{Rate: perMinute(10), Name: "a\nb"}, core.ErrInvalidOption, `WithName("a\nb"): `},
+			{Limit{Rate: perMinute(10), Name: strings.Repeat("n", 65)}, core.ErrInvalidOption, `WithName("nnn`},
+			{Limit{Rate: perMinute(10), MaxWait: -time.Second}, core.ErrInvalidOption, "WithWait(-1s): "},
+			{Limit{Rate: perMinute(10), MaxWaiters: -1}, core.ErrInvalidOption, "WithMaxWaiters(-1): "},
+			{Limit{Rate: perMinute(10), Timeout: -time.Millisecond}, core.ErrInvalidOption, "WithTimeout(-1ms): "},
+			{Limit{Rate: perMinute(10), Keys: []keyfunc.KeyFunc{nil}}, core.ErrInvalidOption, "WithKey: "},
+		} {
+			err := buildPanics(t, a, ap, tc.l)
+			require.ErrorIs(t, err, tc.want, tc.msg)
+			assert.True(t, strings.HasPrefix(err.Error(), a.Name+".New: "+tc.msg), "%q, want the prefix %q", err, a.Name+".New: "+tc.msg)
+		}
+	})
+
+	t.Run("unnamed middlewares never share a budget", func(t *testing.T) {
+		t.Parallel()
+		_, c := app(t, nil,
+			Route{Path: "/a", Limits: []Limit{{Rate: perMinute(2)}}},
+			Route{Path: "/b", Limits: []Limit{{Rate: perMinute(3)}}},
+			Route{Path: "/c", Limits: []Limit{{Rate: perMinute(2)}}},
+		)
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"))
+		assert.Equal(t, []int{200, 200, 200, 429}, c.statuses(4, "/b"), "another rate, another budget")
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/c"), "the same rate, another budget")
+		for path, name := range map[string]string{"/a": `"2-per-1m"`, "/b": `"3-per-1m"`, "/c": `"2-per-1m-2"`} {
+			assert.Equal(t, name+";q="+name[1:2]+";w=60", c.get(path).header.Get("RateLimit-Policy"), "named after the rate")
+		}
+	})
+
+	t.Run("one name shares a budget, only with one rate and key", func(t *testing.T) {
+		t.Parallel()
+		ap, c := app(t, nil,
+			Route{Path: "/a", Limits: []Limit{{Name: "shared", Rate: perMinute(3)}}},
+			Route{Path: "/b", Limits: []Limit{{Name: "shared", Rate: perMinute(3)}}},
+		)
+		assert.Equal(t, []int{200, 200}, c.statuses(2, "/a"))
+		assert.Equal(t, []int{200, 429}, c.statuses(2, "/b"), "one budget")
+		for _, l := range []Limit{
+			{Name: "shared", Rate: perMinute(4)},
+			{Name: "shared", Rate: perMinute(3), Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}},
+			{Name: "shared", Rate: perMinute(3), MissingKey: MissingKeyServe},
+		} {
+			err := buildPanics(t, a, ap, l)
+			require.ErrorIs(t, err, core.ErrInvalidOption)
+			assert.True(t, strings.HasPrefix(err.Error(), a.Name+`.New: WithName("shared"): `), err.Error())
+		}
 	})
 
 	t.Run("a spoofed X-Forwarded-For does not change the key", func(t *testing.T) {
@@ -480,4 +583,19 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, http.StatusOK, c.get("/p", HeaderUser, "x:y").status)
 		assert.Equal(t, http.StatusOK, c.get("/q", HeaderUser, "y").status)
 	})
+}
+
+// buildPanics builds the middleware of l on app's client and returns the
+// error it panics with, failing the test if it does not panic with one.
+func buildPanics(t *testing.T, a Adapter, app App, l Limit) (err error) {
+	t.Helper()
+	defer func() {
+		v := recover()
+		require.NotNil(t, v, "%s.New(%+v) did not panic", a.Name, l)
+		var ok bool
+		err, ok = v.(error)
+		require.True(t, ok, "panic value %T %v is not an error", v, v)
+	}()
+	a.Build(app, l)
+	return nil
 }

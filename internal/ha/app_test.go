@@ -113,7 +113,7 @@ func newApp(t *testing.T, c *core.Client) *app {
 // limiterName is the limiter name the app uses for route and user, after
 // the Client's key prefix.
 func limiterName(prefix, route, user string) string {
-	return prefix + string(keyfunc.AppendEscaped(nil, route)) + ":" + string(keyfunc.AppendEscaped(nil, user))
+	return prefix + keyfunc.Escape(route) + ":" + keyfunc.Escape(user)
 }
 
 // timeoutKind is the kind of error of a decision that missed its timeout.
