@@ -160,3 +160,22 @@ func TestDenialCacheSweep(t *testing.T) {
 		assert.EqualValues(t, 1, core.CachedDenials(c), "expired entries swept")
 	})
 }
+
+// CachedDenial answers from the denial cache without I/O.
+func TestCachedDenial(t *testing.T) {
+	runRedis(t, func(t *testing.T, e *env) {
+		l := e.limiter(t, core.WithRate(rate(core.Overall, 1, time.Minute)))
+		_, ok := l.CachedDenial(1)
+		assert.False(t, ok)
+		require.True(t, tryAcquire(t, l, 1))
+		r, err := l.TryAcquire(bg, 1)
+		require.NoError(t, err)
+		require.False(t, r.Allowed)
+		cached, ok := l.CachedDenial(1)
+		require.True(t, ok)
+		assert.False(t, cached.Allowed)
+		assert.InDelta(t, float64(r.RetryAfter), float64(cached.RetryAfter), float64(50*time.Millisecond))
+		_, ok = l.CachedDenial(2)
+		assert.False(t, ok, "another permit count")
+	})
+}

@@ -200,6 +200,18 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	return r, nil
 }
 
+// CachedDenial returns the denial of a request for permits that the
+// Client's local denial cache holds for this limiter, without I/O, and
+// whether there is one: the same answer TryAcquire would give from memory.
+// A middleware deciding without Redis (while it is down) keeps the denials
+// Redis made before.
+func (l *Limiter) CachedDenial(permits int64) (Result, bool) {
+	if l.err != nil || l.c.denials == nil {
+		return Result{}, false
+	}
+	return l.c.denials.get(l.name, permits, l.c.clock.Now())
+}
+
 // forget drops the limiter's cached denial after a change that may free
 // permits early.
 func (l *Limiter) forget() {

@@ -54,6 +54,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -93,11 +94,72 @@ func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 // WithTimeout bounds each Redis round trip. Default 100 ms.
 func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
-// WithFailOpen serves requests when Redis cannot decide (the default).
+// WithMaxWaitersPerKey bounds the requests waiting at once on one key.
+// Default 32.
+func WithMaxWaitersPerKey(n int) Option { return shared(policy.WithMaxWaitersPerKey(n)) }
+
+// WithFailLocal limits each key in memory, at the rate divided by
+// instances, while Redis cannot decide (the default, with one instance).
+func WithFailLocal(instances int) Option { return shared(policy.WithFailLocal(instances)) }
+
+// WithFailOpen serves requests when Redis cannot decide.
 func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
 func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
+
+// WithRateFunc chooses each request's rate, such as its user's plan.
+func WithRateFunc(f func(keyfunc.Request) (core.Rate, error)) Option {
+	return shared(policy.WithRateFunc(f))
+}
+
+// WithRates chooses each request's rate from the framework's context.
+func WithRates(f func(echo.Context) (core.Rate, error)) Option {
+	return WithRateFunc(func(r keyfunc.Request) (core.Rate, error) {
+		q, ok := r.(*request)
+		if !ok {
+			return core.Rate{}, errForeign
+		}
+		return f(q.c)
+	})
+}
+
+// WithCostFunc chooses each request's cost; a cost above the rate is
+// answered 413.
+func WithCostFunc(f func(keyfunc.Request) (int64, error)) Option {
+	return shared(policy.WithCostFunc(f))
+}
+
+// WithCosts chooses each request's cost from the framework's context.
+func WithCosts(f func(echo.Context) (int64, error)) Option {
+	return WithCostFunc(func(r keyfunc.Request) (int64, error) {
+		q, ok := r.(*request)
+		if !ok {
+			return 0, errForeign
+		}
+		return f(q.c)
+	})
+}
+
+// WithRefund gives back the permits of a request whose response status
+// matches refund.
+func WithRefund(refund func(status int) bool) Option { return shared(policy.WithRefund(refund)) }
+
+// WithRefundFailed gives back the permits of requests answered 400 or
+// above: only successful requests count (fiber's SkipFailedRequests).
+func WithRefundFailed() Option { return WithRefund(func(s int) bool { return s >= 400 }) }
+
+// WithRefundSuccessful gives back the permits of requests answered below
+// 400: only failed requests count, such as failed logins (fiber's
+// SkipSuccessfulRequests).
+func WithRefundSuccessful() Option { return WithRefund(func(s int) bool { return s < 400 }) }
+
+// WithDryRun decides as usual but serves every request; headers says
+// whether dry-run denials carry the rate limit headers.
+func WithDryRun(headers bool) Option { return shared(policy.WithDryRun(headers)) }
+
+// WithObserver reports every decision to o (see package observe).
+func WithObserver(o observe.Observer) Option { return shared(policy.WithObserver(o)) }
 
 // WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
 // fields. Default: those and X-RateLimit-*.
@@ -184,8 +246,14 @@ func New(client *core.Client, rate core.Rate, opts ...Option) echo.MiddlewareFun
 			if cfg.skip != nil && cfg.skip(c) {
 				return next(c)
 			}
-			d := p.Decide(&request{c})
+			d := p.Decide(&request{c}, c.Get(redisFailedKey) != nil)
+			if d.RedisFailed() {
+				c.Set(redisFailedKey, true) // later limits decide without Redis
+			}
 			p.SetHeaders(c.Response().Header(), d)
+			if p.Refused(d) {
+				c.Set(refusedKey, true) // earlier limits give their grants back
+			}
 			switch {
 			case d.Outcome == policy.Denied && cfg.deny != nil:
 				c.Set(resultKey, d.Result)
@@ -200,10 +268,33 @@ func New(client *core.Client, rate core.Rate, opts ...Option) echo.MiddlewareFun
 			if status, body := p.Reply(d); status != 0 {
 				return &echo.HTTPError{Code: status, Message: problem{status, body}}
 			}
-			return next(c)
+			err := next(c)
+			if !d.Result.Grant.IsZero() {
+				p.Done(c.Request().Context(), d, status(c, err), c.Get(refusedKey) != nil)
+			}
+			return err
 		}
 	}
 }
+
+// status returns the status of the response to c: the one written, or,
+// when the handler returned err for the app's error handler to answer,
+// the one it will write.
+func status(c echo.Context, err error) int {
+	if c.Response().Committed || err == nil {
+		return c.Response().Status
+	}
+	if he, ok := err.(*echo.HTTPError); ok {
+		return he.Code
+	}
+	return http.StatusInternalServerError
+}
+
+// Keys of the request's flags, set with c.Set.
+const (
+	redisFailedKey = "github.com/redlimit/redlimit/echorl.redisFailed" // a limit's Redis round trip failed
+	refusedKey     = "github.com/redlimit/redlimit/echorl.refused"     // a limit refused the request
+)
 
 // problem is the Message of the *echo.HTTPError of a refusal: its JSON is
 // the RFC 9457 problem object, and it prints as the status text.

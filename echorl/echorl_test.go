@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -64,7 +65,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 		}
 	})
 	e.Use(limits(app.Global)...)
-	ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+	ok := func(c echo.Context) error { return c.String(conformance.Status(c.Request().Header.Get), "ok") }
 	for _, r := range app.Routes {
 		path := strings.NewReplacer("{", ":", "}", "").Replace(r.Path)
 		e.GET(path, ok, limits(r.Limits)...)
@@ -100,8 +101,34 @@ func options(app conformance.App, l conformance.Limit) []echorl.Option {
 	if l.Timeout != 0 {
 		o = append(o, echorl.WithTimeout(l.Timeout))
 	}
-	if l.FailClosed {
+	switch l.Failure {
+	case conformance.FailLocal:
+		o = append(o, echorl.WithFailLocal(l.Instances))
+	case conformance.FailOpen:
+		o = append(o, echorl.WithFailOpen())
+	case conformance.FailClosed:
 		o = append(o, echorl.WithFailClosed())
+	}
+	if l.MaxPerKey != 0 {
+		o = append(o, echorl.WithMaxWaitersPerKey(l.MaxPerKey))
+	}
+	if l.Tiers != nil {
+		o = append(o, echorl.WithRates(func(c echo.Context) (core.Rate, error) { return l.TierRate(c.Request().Header.Get) }))
+	}
+	if l.CostHeader {
+		o = append(o, echorl.WithCosts(func(c echo.Context) (int64, error) { return conformance.Cost(c.Request().Header.Get) }))
+	}
+	switch l.Refund {
+	case conformance.RefundFailed:
+		o = append(o, echorl.WithRefundFailed())
+	case conformance.RefundSuccessful:
+		o = append(o, echorl.WithRefundSuccessful())
+	}
+	if l.DryRun {
+		o = append(o, echorl.WithDryRun(l.DryRunHeaders))
+	}
+	if l.Observer != nil {
+		o = append(o, echorl.WithObserver(l.Observer))
 	}
 	switch l.Headers {
 	case conformance.HeadersIETF:

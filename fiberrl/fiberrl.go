@@ -45,6 +45,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -84,11 +85,72 @@ func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 // WithTimeout bounds each Redis round trip. Default 100 ms.
 func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
-// WithFailOpen serves requests when Redis cannot decide (the default).
+// WithMaxWaitersPerKey bounds the requests waiting at once on one key.
+// Default 32.
+func WithMaxWaitersPerKey(n int) Option { return shared(policy.WithMaxWaitersPerKey(n)) }
+
+// WithFailLocal limits each key in memory, at the rate divided by
+// instances, while Redis cannot decide (the default, with one instance).
+func WithFailLocal(instances int) Option { return shared(policy.WithFailLocal(instances)) }
+
+// WithFailOpen serves requests when Redis cannot decide.
 func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
 func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
+
+// WithRateFunc chooses each request's rate, such as its user's plan.
+func WithRateFunc(f func(keyfunc.Request) (core.Rate, error)) Option {
+	return shared(policy.WithRateFunc(f))
+}
+
+// WithRates chooses each request's rate from the framework's context.
+func WithRates(f func(*fiber.Ctx) (core.Rate, error)) Option {
+	return WithRateFunc(func(r keyfunc.Request) (core.Rate, error) {
+		q, ok := r.(request)
+		if !ok {
+			return core.Rate{}, errForeign
+		}
+		return f(q.c)
+	})
+}
+
+// WithCostFunc chooses each request's cost; a cost above the rate is
+// answered 413.
+func WithCostFunc(f func(keyfunc.Request) (int64, error)) Option {
+	return shared(policy.WithCostFunc(f))
+}
+
+// WithCosts chooses each request's cost from the framework's context.
+func WithCosts(f func(*fiber.Ctx) (int64, error)) Option {
+	return WithCostFunc(func(r keyfunc.Request) (int64, error) {
+		q, ok := r.(request)
+		if !ok {
+			return 0, errForeign
+		}
+		return f(q.c)
+	})
+}
+
+// WithRefund gives back the permits of a request whose response status
+// matches refund.
+func WithRefund(refund func(status int) bool) Option { return shared(policy.WithRefund(refund)) }
+
+// WithRefundFailed gives back the permits of requests answered 400 or
+// above: only successful requests count (fiber's SkipFailedRequests).
+func WithRefundFailed() Option { return WithRefund(func(s int) bool { return s >= 400 }) }
+
+// WithRefundSuccessful gives back the permits of requests answered below
+// 400: only failed requests count, such as failed logins (fiber's
+// SkipSuccessfulRequests).
+func WithRefundSuccessful() Option { return WithRefund(func(s int) bool { return s < 400 }) }
+
+// WithDryRun decides as usual but serves every request; headers says
+// whether dry-run denials carry the rate limit headers.
+func WithDryRun(headers bool) Option { return shared(policy.WithDryRun(headers)) }
+
+// WithObserver reports every decision to o (see package observe).
+func WithObserver(o observe.Observer) Option { return shared(policy.WithObserver(o)) }
 
 // WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
 // fields. Default: those and X-RateLimit-*.
@@ -176,8 +238,14 @@ func New(client *core.Client, rate core.Rate, opts ...Option) fiber.Handler {
 		if cfg.skip != nil && cfg.skip(c) {
 			return c.Next()
 		}
-		d := p.Decide(request{c})
+		d := p.Decide(request{c}, c.Locals(redisFailedKey{}) != nil)
+		if d.RedisFailed() {
+			c.Locals(redisFailedKey{}, true) // later limits decide without Redis
+		}
 		p.SetHeaders(header{c}, d)
+		if p.Refused(d) {
+			c.Locals(refusedKey{}, true) // earlier limits give their grants back
+		}
 		switch {
 		case d.Outcome == policy.Denied && cfg.deny != nil:
 			c.Locals(resultKey{}, d.Result)
@@ -198,11 +266,34 @@ func New(client *core.Client, rate core.Rate, opts ...Option) fiber.Handler {
 			c.Response().SetBody(body)
 			return nil
 		}
-		return c.Next()
+		err := c.Next()
+		if !d.Result.Grant.IsZero() {
+			p.Done(c.UserContext(), d, status(c, err), c.Locals(refusedKey{}) != nil)
+		}
+		return err
 	}
 }
 
-type resultKey struct{}
+// status returns the status of the response: the one set, or, when the
+// handler returned err for the app's error handler to answer, the one a
+// *fiber.Error says (500 for another error).
+func status(c *fiber.Ctx, err error) int {
+	if err == nil {
+		return c.Response().StatusCode()
+	}
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return fiber.StatusInternalServerError
+}
+
+// Keys of the request's flags, in c.Locals.
+type (
+	redisFailedKey struct{} // a limit's Redis round trip failed
+	refusedKey     struct{} // a limit refused the request
+	resultKey      struct{}
+)
 
 // ResultFrom returns the decision of a request denied by the middleware,
 // in a deny handler.

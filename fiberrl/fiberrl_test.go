@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -92,7 +93,7 @@ func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Re
 		for _, l := range r.Limits {
 			chain = append(chain, fiberrl.New(app.Client, l.Rate, options(app, l)...))
 		}
-		chain = append(chain, func(c *fiber.Ctx) error { return c.SendString("ok") })
+		chain = append(chain, func(c *fiber.Ctx) error { return c.Status(conformance.Status(header(c))).SendString("ok") })
 		f.Get(fiberPath(r.Path), chain...)
 	}
 	return func(req *http.Request) (*http.Response, error) { return f.Test(req, -1) }
@@ -127,8 +128,34 @@ func options(app conformance.App, l conformance.Limit) []fiberrl.Option {
 	if l.Timeout != 0 {
 		o = append(o, fiberrl.WithTimeout(l.Timeout))
 	}
-	if l.FailClosed {
+	switch l.Failure {
+	case conformance.FailLocal:
+		o = append(o, fiberrl.WithFailLocal(l.Instances))
+	case conformance.FailOpen:
+		o = append(o, fiberrl.WithFailOpen())
+	case conformance.FailClosed:
 		o = append(o, fiberrl.WithFailClosed())
+	}
+	if l.MaxPerKey != 0 {
+		o = append(o, fiberrl.WithMaxWaitersPerKey(l.MaxPerKey))
+	}
+	if l.Tiers != nil {
+		o = append(o, fiberrl.WithRates(func(c *fiber.Ctx) (core.Rate, error) { return l.TierRate(header(c)) }))
+	}
+	if l.CostHeader {
+		o = append(o, fiberrl.WithCosts(func(c *fiber.Ctx) (int64, error) { return conformance.Cost(header(c)) }))
+	}
+	switch l.Refund {
+	case conformance.RefundFailed:
+		o = append(o, fiberrl.WithRefundFailed())
+	case conformance.RefundSuccessful:
+		o = append(o, fiberrl.WithRefundSuccessful())
+	}
+	if l.DryRun {
+		o = append(o, fiberrl.WithDryRun(l.DryRunHeaders))
+	}
+	if l.Observer != nil {
+		o = append(o, fiberrl.WithObserver(l.Observer))
 	}
 	switch l.Headers {
 	case conformance.HeadersIETF:
@@ -166,4 +193,9 @@ func options(app conformance.App, l conformance.Limit) []fiberrl.Option {
 		}))
 	}
 	return o
+}
+
+// header reads a request header of c.
+func header(c *fiber.Ctx) func(string) string {
+	return func(name string) string { return c.Get(name) }
 }

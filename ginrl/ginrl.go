@@ -34,6 +34,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -73,11 +74,72 @@ func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 // WithTimeout bounds each Redis round trip. Default 100 ms.
 func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
-// WithFailOpen serves requests when Redis cannot decide (the default).
+// WithMaxWaitersPerKey bounds the requests waiting at once on one key.
+// Default 32.
+func WithMaxWaitersPerKey(n int) Option { return shared(policy.WithMaxWaitersPerKey(n)) }
+
+// WithFailLocal limits each key in memory, at the rate divided by
+// instances, while Redis cannot decide (the default, with one instance).
+func WithFailLocal(instances int) Option { return shared(policy.WithFailLocal(instances)) }
+
+// WithFailOpen serves requests when Redis cannot decide.
 func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
 func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
+
+// WithRateFunc chooses each request's rate, such as its user's plan.
+func WithRateFunc(f func(keyfunc.Request) (core.Rate, error)) Option {
+	return shared(policy.WithRateFunc(f))
+}
+
+// WithRates chooses each request's rate from the framework's context.
+func WithRates(f func(*gin.Context) (core.Rate, error)) Option {
+	return WithRateFunc(func(r keyfunc.Request) (core.Rate, error) {
+		q, ok := r.(request)
+		if !ok {
+			return core.Rate{}, errForeign
+		}
+		return f(q.c)
+	})
+}
+
+// WithCostFunc chooses each request's cost; a cost above the rate is
+// answered 413.
+func WithCostFunc(f func(keyfunc.Request) (int64, error)) Option {
+	return shared(policy.WithCostFunc(f))
+}
+
+// WithCosts chooses each request's cost from the framework's context.
+func WithCosts(f func(*gin.Context) (int64, error)) Option {
+	return WithCostFunc(func(r keyfunc.Request) (int64, error) {
+		q, ok := r.(request)
+		if !ok {
+			return 0, errForeign
+		}
+		return f(q.c)
+	})
+}
+
+// WithRefund gives back the permits of a request whose response status
+// matches refund.
+func WithRefund(refund func(status int) bool) Option { return shared(policy.WithRefund(refund)) }
+
+// WithRefundFailed gives back the permits of requests answered 400 or
+// above: only successful requests count (fiber's SkipFailedRequests).
+func WithRefundFailed() Option { return WithRefund(func(s int) bool { return s >= 400 }) }
+
+// WithRefundSuccessful gives back the permits of requests answered below
+// 400: only failed requests count, such as failed logins (fiber's
+// SkipSuccessfulRequests).
+func WithRefundSuccessful() Option { return WithRefund(func(s int) bool { return s < 400 }) }
+
+// WithDryRun decides as usual but serves every request; headers says
+// whether dry-run denials carry the rate limit headers.
+func WithDryRun(headers bool) Option { return shared(policy.WithDryRun(headers)) }
+
+// WithObserver reports every decision to o (see package observe).
+func WithObserver(o observe.Observer) Option { return shared(policy.WithObserver(o)) }
 
 // WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
 // fields. Default: those and X-RateLimit-*.
@@ -163,8 +225,15 @@ func New(client *core.Client, rate core.Rate, opts ...Option) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		d := p.Decide(request{c})
+		_, failed := c.Get(redisFailedKey{})
+		d := p.Decide(request{c}, failed)
+		if d.RedisFailed() {
+			c.Set(redisFailedKey{}, true) // later limits decide without Redis
+		}
 		p.SetHeaders(c.Writer.Header(), d)
+		if p.Refused(d) {
+			c.Set(refusedKey{}, true) // earlier limits give their grants back
+		}
 		switch {
 		case d.Outcome == policy.Denied && cfg.deny != nil:
 			c.Set(resultKey{}, d.Result)
@@ -186,10 +255,19 @@ func New(client *core.Client, rate core.Rate, opts ...Option) gin.HandlerFunc {
 			return
 		}
 		c.Next()
+		if !d.Result.Grant.IsZero() {
+			_, refused := c.Get(refusedKey{})
+			p.Done(c.Request.Context(), d, c.Writer.Status(), refused)
+		}
 	}
 }
 
-type resultKey struct{}
+// Keys of the request's flags, set with c.Set.
+type (
+	redisFailedKey struct{} // a limit's Redis round trip failed
+	refusedKey     struct{} // a limit refused the request
+	resultKey      struct{}
+)
 
 // ResultFrom returns the decision of a request denied by the middleware,
 // in a deny handler.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/ginrl"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
@@ -58,7 +59,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	for _, l := range app.Global {
 		engine.Use(ginrl.New(app.Client, l.Rate, options(app, l)...))
 	}
-	ok := func(c *gin.Context) { c.String(http.StatusOK, "ok") }
+	ok := func(c *gin.Context) { c.String(conformance.Status(c.GetHeader), "ok") }
 	for _, r := range app.Routes {
 		var chain []gin.HandlerFunc
 		for _, l := range r.Limits {
@@ -108,8 +109,34 @@ func options(app conformance.App, l conformance.Limit) []ginrl.Option {
 	if l.Timeout != 0 {
 		o = append(o, ginrl.WithTimeout(l.Timeout))
 	}
-	if l.FailClosed {
+	switch l.Failure {
+	case conformance.FailLocal:
+		o = append(o, ginrl.WithFailLocal(l.Instances))
+	case conformance.FailOpen:
+		o = append(o, ginrl.WithFailOpen())
+	case conformance.FailClosed:
 		o = append(o, ginrl.WithFailClosed())
+	}
+	if l.MaxPerKey != 0 {
+		o = append(o, ginrl.WithMaxWaitersPerKey(l.MaxPerKey))
+	}
+	if l.Tiers != nil {
+		o = append(o, ginrl.WithRates(func(c *gin.Context) (core.Rate, error) { return l.TierRate(c.GetHeader) }))
+	}
+	if l.CostHeader {
+		o = append(o, ginrl.WithCosts(func(c *gin.Context) (int64, error) { return conformance.Cost(c.GetHeader) }))
+	}
+	switch l.Refund {
+	case conformance.RefundFailed:
+		o = append(o, ginrl.WithRefundFailed())
+	case conformance.RefundSuccessful:
+		o = append(o, ginrl.WithRefundSuccessful())
+	}
+	if l.DryRun {
+		o = append(o, ginrl.WithDryRun(l.DryRunHeaders))
+	}
+	if l.Observer != nil {
+		o = append(o, ginrl.WithObserver(l.Observer))
 	}
 	switch l.Headers {
 	case conformance.HeadersIETF:

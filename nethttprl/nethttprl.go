@@ -33,6 +33,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -72,11 +73,72 @@ func WithMaxWaiters(n int) Option { return shared(policy.WithMaxWaiters(n)) }
 // WithTimeout bounds each Redis round trip. Default 100 ms.
 func WithTimeout(d time.Duration) Option { return shared(policy.WithTimeout(d)) }
 
-// WithFailOpen serves requests when Redis cannot decide (the default).
+// WithMaxWaitersPerKey bounds the requests waiting at once on one key.
+// Default 32.
+func WithMaxWaitersPerKey(n int) Option { return shared(policy.WithMaxWaitersPerKey(n)) }
+
+// WithFailLocal limits each key in memory, at the rate divided by
+// instances, while Redis cannot decide (the default, with one instance).
+func WithFailLocal(instances int) Option { return shared(policy.WithFailLocal(instances)) }
+
+// WithFailOpen serves requests when Redis cannot decide.
 func WithFailOpen() Option { return shared(policy.WithFailOpen()) }
 
 // WithFailClosed answers 503 when Redis cannot decide.
 func WithFailClosed() Option { return shared(policy.WithFailClosed()) }
+
+// WithRateFunc chooses each request's rate, such as its user's plan.
+func WithRateFunc(f func(keyfunc.Request) (core.Rate, error)) Option {
+	return shared(policy.WithRateFunc(f))
+}
+
+// WithRates chooses each request's rate from the *http.Request.
+func WithRates(f func(*http.Request) (core.Rate, error)) Option {
+	return WithRateFunc(func(r keyfunc.Request) (core.Rate, error) {
+		q, ok := r.(request)
+		if !ok {
+			return core.Rate{}, errForeign
+		}
+		return f(q.r)
+	})
+}
+
+// WithCostFunc chooses each request's cost; a cost above the rate is
+// answered 413.
+func WithCostFunc(f func(keyfunc.Request) (int64, error)) Option {
+	return shared(policy.WithCostFunc(f))
+}
+
+// WithCosts chooses each request's cost from the *http.Request.
+func WithCosts(f func(*http.Request) (int64, error)) Option {
+	return WithCostFunc(func(r keyfunc.Request) (int64, error) {
+		q, ok := r.(request)
+		if !ok {
+			return 0, errForeign
+		}
+		return f(q.r)
+	})
+}
+
+// WithRefund gives back the permits of a request whose response status
+// matches refund.
+func WithRefund(refund func(status int) bool) Option { return shared(policy.WithRefund(refund)) }
+
+// WithRefundFailed gives back the permits of requests answered 400 or
+// above: only successful requests count (fiber's SkipFailedRequests).
+func WithRefundFailed() Option { return WithRefund(func(s int) bool { return s >= 400 }) }
+
+// WithRefundSuccessful gives back the permits of requests answered below
+// 400: only failed requests count, such as failed logins (fiber's
+// SkipSuccessfulRequests).
+func WithRefundSuccessful() Option { return WithRefund(func(s int) bool { return s < 400 }) }
+
+// WithDryRun decides as usual but serves every request; headers says
+// whether dry-run denials carry the rate limit headers.
+func WithDryRun(headers bool) Option { return shared(policy.WithDryRun(headers)) }
+
+// WithObserver reports every decision to o (see package observe).
+func WithObserver(o observe.Observer) Option { return shared(policy.WithObserver(o)) }
 
 // WithIETFHeaders writes only the IETF RateLimit and RateLimit-Policy
 // fields. Default: those and X-RateLimit-*.
@@ -164,8 +226,14 @@ func New(client *core.Client, rate core.Rate, opts ...Option) func(http.Handler)
 				next.ServeHTTP(w, r)
 				return
 			}
-			d := p.Decide(request{r})
+			d := p.Decide(request{r}, r.Context().Value(redisFailedKey{}) != nil)
+			if d.RedisFailed() {
+				r = r.WithContext(context.WithValue(r.Context(), redisFailedKey{}, true))
+			}
 			p.SetHeaders(w.Header(), d)
+			if p.Refused(d) {
+				refuse(w) // the earlier limits of this request give their grants back
+			}
 			switch {
 			case d.Outcome == policy.Denied && cfg.deny != nil:
 				cfg.deny.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, d.Result)))
@@ -184,8 +252,58 @@ func New(client *core.Client, rate core.Rate, opts ...Option) func(http.Handler)
 				_, _ = w.Write(body)
 				return
 			}
-			next.ServeHTTP(w, r)
+			if d.Result.Grant.IsZero() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// A grant may be given back: by a later limit's refusal, or by
+			// the response status (WithRefund).
+			sw := &writer{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			p.Done(r.Context(), d, sw.status, sw.refused)
 		})
+	}
+}
+
+// redisFailedKey marks a request whose Redis round trip failed in an
+// earlier limit: later ones decide without Redis.
+type redisFailedKey struct{}
+
+// writer records the status of a response, and whether a later limit of
+// the request refused it.
+type writer struct {
+	http.ResponseWriter
+	status  int
+	wrote   bool
+	refused bool
+}
+
+func (w *writer) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *writer) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// refuse marks every writer of this package around w: the limits before
+// this one in the request's chain.
+func refuse(w http.ResponseWriter) {
+	for w != nil {
+		if sw, ok := w.(*writer); ok {
+			sw.refused = true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/conformance"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/nethttprl"
@@ -48,7 +49,10 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 		}
 		return h
 	}
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(conformance.Status(r.Header.Get))
+		_, _ = io.WriteString(w, "ok")
+	})
 	mux := http.NewServeMux()
 	for _, r := range app.Routes {
 		mux.Handle("GET "+r.Path, limit(ok, r.Limits))
@@ -92,8 +96,34 @@ func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
 	if l.Timeout != 0 {
 		o = append(o, nethttprl.WithTimeout(l.Timeout))
 	}
-	if l.FailClosed {
+	switch l.Failure {
+	case conformance.FailLocal:
+		o = append(o, nethttprl.WithFailLocal(l.Instances))
+	case conformance.FailOpen:
+		o = append(o, nethttprl.WithFailOpen())
+	case conformance.FailClosed:
 		o = append(o, nethttprl.WithFailClosed())
+	}
+	if l.MaxPerKey != 0 {
+		o = append(o, nethttprl.WithMaxWaitersPerKey(l.MaxPerKey))
+	}
+	if l.Tiers != nil {
+		o = append(o, nethttprl.WithRates(func(r *http.Request) (core.Rate, error) { return l.TierRate(r.Header.Get) }))
+	}
+	if l.CostHeader {
+		o = append(o, nethttprl.WithCosts(func(r *http.Request) (int64, error) { return conformance.Cost(r.Header.Get) }))
+	}
+	switch l.Refund {
+	case conformance.RefundFailed:
+		o = append(o, nethttprl.WithRefundFailed())
+	case conformance.RefundSuccessful:
+		o = append(o, nethttprl.WithRefundSuccessful())
+	}
+	if l.DryRun {
+		o = append(o, nethttprl.WithDryRun(l.DryRunHeaders))
+	}
+	if l.Observer != nil {
+		o = append(o, nethttprl.WithObserver(l.Observer))
 	}
 	switch l.Headers {
 	case conformance.HeadersIETF:

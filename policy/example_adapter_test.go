@@ -20,17 +20,22 @@ import (
 // This file holds a complete adapter for "tiny", a router of a few lines
 // whose handlers take a *tinyCtx and return an error, written on package
 // policy as ginrl, echorl, fiberrl and nethttprl are: the adapter, from
-// "tinyrl" to the end of its request type, is under 100 lines.
+// "tinyrl" to the end of its request type, is about 100 lines.
 
 // tinyCtx is the router's context: the request, the matched route and its
-// parameters, and the rest of the chain.
+// parameters, values set by middleware, and the rest of the chain.
 type tinyCtx struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	route  string
 	params map[string]string
+	values map[string]bool
+	status int
 	chain  []tinyHandler
 }
+
+// WriteHeader sends the status of the response.
+func (c *tinyCtx) WriteHeader(status int) { c.status = status; c.w.WriteHeader(status) }
 
 type tinyHandler func(*tinyCtx) error
 
@@ -84,7 +89,12 @@ func New(client *core.Client, rate core.Rate, opts ...Option) tinyHandler {
 		panic(fmt.Errorf("tinyrl.New: %w", err))
 	}
 	return func(c *tinyCtx) error {
-		d := p.Decide(request{c})
+		// The limits of one request tell each other two things: a failed
+		// Redis round trip (later ones skip Redis), and a refusal (earlier
+		// ones give their grants back, after Next).
+		d := p.Decide(request{c}, c.values["redisFailed"])
+		c.values["redisFailed"] = c.values["redisFailed"] || d.RedisFailed()
+		c.values["refused"] = c.values["refused"] || p.Refused(d)
 		p.SetHeaders(c.w.Header(), d)
 		if d.Outcome == policy.Failed {
 			if cfg.onError != nil {
@@ -95,11 +105,13 @@ func New(client *core.Client, rate core.Rate, opts ...Option) tinyHandler {
 		}
 		if status, body := p.Reply(d); status != 0 {
 			c.w.Header().Set("Content-Type", policy.ProblemContentType)
-			c.w.WriteHeader(status)
+			c.WriteHeader(status)
 			_, err := c.w.Write(body)
 			return err
 		}
-		return c.Next()
+		err := c.Next()
+		p.Done(c.r.Context(), d, c.status, c.values["refused"])
+		return err
 	}
 }
 
@@ -125,7 +137,8 @@ func serveTiny(handlers ...tinyHandler) http.HandlerFunc {
 			http.NotFound(w, r)
 			return
 		}
-		c := &tinyCtx{w: w, r: r, route: "/tenants/{id}", params: map[string]string{"id": id}, chain: handlers}
+		c := &tinyCtx{w: w, r: r, route: "/tenants/{id}", params: map[string]string{"id": id},
+			values: map[string]bool{}, status: http.StatusOK, chain: handlers}
 		if err := c.Next(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/observe"
 )
 
 // headerStyle selects the rate limit headers of responses.
@@ -52,7 +53,7 @@ type HeaderWriter interface {
 	Add(key, value string)
 }
 
-// header holds what a policy writes, built once.
+// header holds what a policy writes for one rate, built once.
 type header struct {
 	style       headerStyle
 	policy      string // RateLimit-Policy value
@@ -60,8 +61,13 @@ type header struct {
 	item        string // the policy name as a structured-field string
 	deny        []byte // 429 body
 	reject      []byte // 403 body
+	tooCostly   []byte // 413 body
 	unavailable []byte // 503 body
 }
+
+// ProblemCostExceedsRate is the problem type of a 413: the request's cost
+// is above the rate, so it can never be granted.
+const ProblemCostExceedsRate = "https://github.com/redlimit/redlimit#cost-exceeds-the-rate"
 
 // newHeader builds the headers and bodies of the policy name, whose
 // characters are printable ASCII.
@@ -83,6 +89,11 @@ func newHeader(name string, r core.Rate, style headerStyle) header {
 		reject: problemJSON(problem{
 			Type: "about:blank", Title: "Forbidden", Status: http.StatusForbidden,
 			Detail: "The request has no key for its rate limit, such as a user or an API key, and requests without one are refused.",
+		}),
+		tooCostly: problemJSON(problem{
+			Type: ProblemCostExceedsRate, Title: "Request Cost Exceeds The Rate Limit", Status: http.StatusRequestEntityTooLarge,
+			Detail:           "The request costs more permits than the rate limit grants in a whole window: it can never be served as it is.",
+			ViolatedPolicies: []string{name},
 		}),
 		unavailable: problemJSON(problem{
 			Type: ProblemReducedCapacity, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
@@ -123,11 +134,13 @@ func sfString(name string) string {
 
 // SetHeaders writes the rate limit headers of d. A denial gets
 // Retry-After, in whole seconds rounded up; a failure answered by fail
-// closed gets Retry-After 1; a request with no key gets none.
-// When several policies limit one request, each adds its item to the
-// RateLimit and RateLimit-Policy lists, and the X-RateLimit-* headers are
-// those of the policy with the fewest permits remaining. Written into an
-// http.Header, the headers cost two allocations.
+// closed gets Retry-After 1; a request with no key gets none, nor does a
+// dry-run denial unless the policy asked for them. When several policies
+// limit one request, each adds its item to the RateLimit and
+// RateLimit-Policy lists; the X-RateLimit-* headers are those of the policy
+// that denied the request, or, when none did, of the policy with the fewest
+// permits remaining. Written into an http.Header, the headers cost two
+// allocations.
 func (p *Policy) SetHeaders(h HeaderWriter, d Decision) {
 	var (
 		buf [128]byte
@@ -175,13 +188,17 @@ var (
 func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 	switch d.Outcome {
 	case Failed:
-		if p.failClosed {
+		if p.failure == failClosed {
 			f.put(canonRetryAfter, FailedRetryAfter, false)
 		}
 		return
-	case Rejected, Unlimited:
+	case Rejected, Unlimited, TooCostly:
 		return
 	}
+	if d.observed == observe.DryRunDenied && !p.dryHdrs {
+		return
+	}
+	h := p.headersOf(d)
 	// t and X-RateLimit-Reset: until the request could be granted when
 	// denied, until the quota is full again when allowed.
 	t := ceilSeconds(d.Result.ResetAfter, 0)
@@ -189,9 +206,9 @@ func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 		t = ceilSeconds(d.Result.RetryAfter, 1)
 	}
 	remaining := max(d.Result.Remaining, 0)
-	style := p.headers.style
+	style := h.style
 	ietf := style == headersAll || style == headersIETF
-	legacy := (style == headersAll || style == headersLegacy) && fewer(remainingSet, remaining)
+	legacy := (style == headersAll || style == headersLegacy) && (d.Outcome == Denied || fewer(remainingSet, remaining))
 
 	// Formatted numbers: t, remaining, then the RateLimit item.
 	b = strconv.AppendInt(b, t, 10)
@@ -199,7 +216,7 @@ func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 	b = strconv.AppendInt(b, remaining, 10)
 	rEnd := len(b)
 	if ietf {
-		b = append(b, p.headers.item...)
+		b = append(b, h.item...)
 		b = append(b, ";r="...)
 		b = append(b, b[tEnd:rEnd]...)
 		b = append(b, ";t="...)
@@ -210,11 +227,11 @@ func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 		f.put(canonRetryAfter, s[:tEnd], false)
 	}
 	if ietf {
-		f.put(canonRateLimitPolicy, p.headers.policy, true)
+		f.put(canonRateLimitPolicy, h.policy, true)
 		f.put(canonRateLimit, s[rEnd:], true)
 	}
 	if legacy {
-		f.put(canonLimit, p.headers.limit, false)
+		f.put(canonLimit, h.limit, false)
 		f.put(canonRemaining, s[tEnd:rEnd], false)
 		f.put(canonReset, s[:tEnd], false)
 	}
@@ -246,6 +263,14 @@ func fewer(set string, remaining int64) bool {
 	}
 	n, err := strconv.ParseInt(set, 10, 64)
 	return err != nil || remaining < n
+}
+
+// headersOf returns the headers of the rate d was decided with.
+func (p *Policy) headersOf(d Decision) *header {
+	if d.prep != nil {
+		return &d.prep.headers
+	}
+	return &p.base.headers
 }
 
 // ceilSeconds rounds d up to whole seconds, at least least.

@@ -3,13 +3,20 @@ package policy
 import (
 	"time"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 )
 
 // Defaults of a Policy.
 const (
-	DefaultTimeout    = 100 * time.Millisecond
-	DefaultMaxWaiters = 1024
+	DefaultTimeout          = 100 * time.Millisecond
+	DefaultMaxWaiters       = 1024
+	DefaultMaxWaitersPerKey = 32
+	// DefaultFallbackKeys bounds the keys the local fallback keeps in
+	// memory per policy, the least recently used going first: about 256
+	// bytes each, 25 MB in all.
+	DefaultFallbackKeys = 100_000
 )
 
 // An Option configures a Policy. Adapters wrap each one in an option of
@@ -18,23 +25,42 @@ type Option func(*settings)
 
 // settings are a Policy's options, defaults first.
 type settings struct {
-	name       string
-	named      bool
-	keys       []keyfunc.KeyFunc
-	keySet     bool
-	cost       int64
-	maxWait    time.Duration
-	maxWaiters int
-	timeout    time.Duration
-	failClosed bool
-	headers    headerStyle
-	missing    missingKey
-	missingIP  []keyfunc.IPOption
+	name          string
+	named         bool
+	keys          []keyfunc.KeyFunc
+	keySet        bool
+	cost          int64
+	costFunc      func(keyfunc.Request) (int64, error)
+	rateFunc      func(keyfunc.Request) (core.Rate, error)
+	maxWait       time.Duration
+	maxWaiters    int
+	maxPerKey     int
+	timeout       time.Duration
+	failure       failure
+	instances     int
+	fallbackKeys  int
+	headers       headerStyle
+	missing       missingKey
+	missingIP     []keyfunc.IPOption
+	refund        func(status int) bool
+	dryRun        bool
+	dryRunHeaders bool
+	observer      observe.Observer
 }
 
 func defaults() settings {
-	return settings{cost: 1, maxWaiters: DefaultMaxWaiters, timeout: DefaultTimeout}
+	return settings{cost: 1, maxWaiters: DefaultMaxWaiters, maxPerKey: DefaultMaxWaitersPerKey,
+		timeout: DefaultTimeout, failure: failLocal, instances: 1, fallbackKeys: DefaultFallbackKeys}
 }
+
+// failure is what a policy does when Redis cannot decide.
+type failure uint8
+
+const (
+	failLocal failure = iota
+	failOpen
+	failClosed
+)
 
 // WithName names the policy: the name goes into limiter names, headers and
 // 429 bodies. Middlewares on one Client with the same name share one budget,
@@ -72,20 +98,86 @@ func WithMaxWaiters(n int) Option {
 	return func(s *settings) { s.maxWaiters = n }
 }
 
-// WithTimeout bounds each Redis round trip of a decision. The default is
+// WithMaxWaitersPerKey bounds the requests waiting at once on one key (one
+// client, say) in wait mode, so that one client cannot take every wait
+// slot. The default is 32.
+func WithMaxWaitersPerKey(n int) Option {
+	return func(s *settings) { s.maxPerKey = n }
+}
+
+// WithTimeout bounds the Redis round trips of a decision. The default is
 // 100 ms.
 func WithTimeout(d time.Duration) Option {
 	return func(s *settings) { s.timeout = d }
 }
 
-// WithFailOpen serves requests whose decision failed (the default).
+// WithFailLocal is the default failure policy: while Redis cannot decide (a
+// round trip failed or timed out), each process limits each key in memory
+// at the rate divided by instances (rounded up, at least 1 permit), with the
+// same keys, names, headers and 429s, so that a slow or unreachable Redis
+// limits each process to its share instead of serving everyone. Give the
+// number of processes that share the limit. Redis decides again once a
+// round trip succeeds: a request tries it at most once a second. Requests
+// denied by Redis before the outage stay denied until their retry time
+// (the core's denial cache). The fallback keeps at most
+// DefaultFallbackKeys keys per policy in memory.
+func WithFailLocal(instances int) Option {
+	return func(s *settings) { s.failure, s.instances = failLocal, instances }
+}
+
+// WithFailOpen serves requests whose decision failed, and passes the error
+// to the error handler: an outage turns limiting off.
 func WithFailOpen() Option {
-	return func(s *settings) { s.failClosed = false }
+	return func(s *settings) { s.failure = failOpen }
 }
 
 // WithFailClosed answers 503 to requests whose decision failed.
 func WithFailClosed() Option {
-	return func(s *settings) { s.failClosed = true }
+	return func(s *settings) { s.failure = failClosed }
+}
+
+// WithRateFunc chooses the rate of each request, such as a plan's: f
+// returns it from the request (a user's tier set by authentication, a
+// header, a tenant); an error, or an invalid rate, fails the decision. The
+// rate given to New still names an unnamed policy. The limiter name does
+// not change with the rate: a user who moves from one rate to another keeps
+// one budget, its rate updated in place with its history; to give each rate
+// a budget of its own, put the tier in the key. The headers show the rate
+// used. Each distinct rate is validated and prepared once; at most 256 are
+// kept, and further ones are prepared for each request.
+func WithRateFunc(f func(keyfunc.Request) (core.Rate, error)) Option {
+	return func(s *settings) { s.rateFunc = f }
+}
+
+// WithCostFunc chooses the permits each request takes, such as a batch's
+// item count: f returns them from the request. A cost above the rate can
+// never be granted: such a request is answered 413 with a problem+json
+// body, not 429. A cost below 1, or an error, fails the decision.
+func WithCostFunc(f func(keyfunc.Request) (int64, error)) Option {
+	return func(s *settings) { s.costFunc = f }
+}
+
+// WithRefund gives back the permits of a request whose response status
+// matches: its own grant, exactly, before the middleware returns. Counting
+// only failed logins is WithRefund(func(s int) bool { return s < 400 }).
+// A refund that fails (Redis down) is logged and not retried.
+func WithRefund(refund func(status int) bool) Option {
+	return func(s *settings) { s.refund = refund }
+}
+
+// WithDryRun decides every request against Redis as usual (so budgets and
+// metrics are real) but serves them all: a request over the limit gets no
+// 429 and no Retry-After, and the observer sees a dry-run denial. The rate
+// limit headers are left out of dry-run denials unless headers is true.
+func WithDryRun(headers bool) Option {
+	return func(s *settings) { s.dryRun, s.dryRunHeaders = true, headers }
+}
+
+// WithObserver reports each decision, and each change of the local
+// fallback, to o (package observe; metrics/prometheus and metrics/otel
+// implement it). Without one, nothing is measured.
+func WithObserver(o observe.Observer) Option {
+	return func(s *settings) { s.observer = o }
 }
 
 // WithIETFHeaders writes only the IETF draft RateLimit and

@@ -96,7 +96,7 @@ func TestNewValidates(t *testing.T) {
 
 func decide(t *testing.T, p *policy.Policy, r keyfunc.Request, want policy.Outcome) policy.Decision {
 	t.Helper()
-	d := p.Decide(r)
+	d := p.Decide(r, false)
 	require.Equal(t, want, d.Outcome, "%+v", d)
 	return d
 }
@@ -341,7 +341,7 @@ func TestDecide(t *testing.T) {
 
 func TestDecideFailsWithinTheTimeout(t *testing.T) {
 	c, mr := mini(t)
-	p, err := policy.New(c, core.PerMinute(2), policy.WithName("slow"), policy.WithTimeout(50*time.Millisecond))
+	p, err := policy.New(c, core.PerMinute(2), policy.WithName("slow"), policy.WithTimeout(50*time.Millisecond), policy.WithFailOpen())
 	require.NoError(t, err)
 	mr.SetError("LOADING Redis is loading") // every command fails
 	d := decide(t, p, newReq("192.0.2.1:1"), policy.Failed)

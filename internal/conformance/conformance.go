@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 )
 
 // ErrorMode selects the error handler of a Limit.
@@ -41,6 +42,25 @@ const (
 	HeadersNone                       // WithoutHeaders
 )
 
+// Failure selects a Limit's failure policy.
+type Failure int
+
+const (
+	FailDefault Failure = iota // no option: the local fallback, one instance
+	FailLocal                  // WithFailLocal(Limit.Instances)
+	FailOpen                   // WithFailOpen
+	FailClosed                 // WithFailClosed
+)
+
+// Refund selects a Limit's refund option.
+type Refund int
+
+const (
+	RefundNone       Refund = iota
+	RefundFailed            // WithRefundFailed: status >= 400 gives the permits back
+	RefundSuccessful        // WithRefundSuccessful: status < 400 gives them back
+)
+
 // MissingKey selects a Limit's missing-key option.
 type MissingKey int
 
@@ -63,10 +83,24 @@ type Limit struct {
 	Cost       int64
 	MaxWait    time.Duration
 	MaxWaiters int
-	Timeout    time.Duration
-	FailClosed bool
-	Headers    HeaderStyle
-	MissingKey MissingKey
+	// MaxPerKey sets WithMaxWaitersPerKey.
+	MaxPerKey int
+	Timeout   time.Duration
+	Failure   Failure
+	Instances int // for FailLocal
+	Headers   HeaderStyle
+	// Tiers chooses each request's rate with the adapter's native rate
+	// function (WithRates): the rate named by the X-Tier header, else Rate.
+	Tiers map[string]core.Rate
+	// CostHeader chooses each request's cost with the adapter's native
+	// cost function (WithCosts): the number in the X-Cost header.
+	CostHeader bool
+	Refund     Refund
+	DryRun     bool
+	// DryRunHeaders: dry-run denials carry the rate limit headers.
+	DryRunHeaders bool
+	Observer      observe.Observer
+	MissingKey    MissingKey
 	// SkipPath exempts requests to this path.
 	SkipPath string
 	// Deny installs a deny handler answering 418 with the body
@@ -137,12 +171,41 @@ type Adapter struct {
 	HostileRefused map[string]int
 }
 
-// Control headers read by the pre-middleware.
+// Control headers read by the pre-middleware, the handlers and the native
+// rate and cost functions.
 const (
 	HeaderUser     = "X-User"
 	HeaderDeadline = "X-Deadline-Ms"
 	HeaderCancel   = "X-Cancel-Ms"
+	// HeaderStatus: the status the handler answers with (default 200).
+	HeaderStatus = "X-Status"
+	// HeaderTier: the tier of Limit.Tiers that chooses the rate.
+	HeaderTier = "X-Tier"
+	// HeaderCost: the cost of the request, for Limit.CostHeader.
+	HeaderCost = "X-Cost"
 )
+
+// Status is the status a handler answers with: X-Status, else 200.
+func Status(header func(string) string) int {
+	if n, err := strconv.Atoi(header(HeaderStatus)); err == nil && n >= 200 && n <= 599 {
+		return n
+	}
+	return http.StatusOK
+}
+
+// TierRate is the rate of a request under l: the tier named by X-Tier, else
+// l.Rate.
+func (l Limit) TierRate(header func(string) string) (core.Rate, error) {
+	if r, ok := l.Tiers[header(HeaderTier)]; ok {
+		return r, nil
+	}
+	return l.Rate, nil
+}
+
+// Cost is the cost of a request: the number in X-Cost.
+func Cost(header func(string) string) (int64, error) {
+	return strconv.ParseInt(header(HeaderCost), 10, 64)
+}
 
 // Controls applies the control headers of a request to its context; the
 // pre-middlewares of net/http based adapters use it directly.

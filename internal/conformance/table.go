@@ -19,6 +19,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 )
 
 // caller performs requests against one served App.
@@ -347,7 +348,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		t.Parallel()
 		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
 		for _, mode := range []ErrorMode{ErrorDefault, ErrorObserve} {
-			ap, c, s := failing(t, 0, Limit{Name: "open", Rate: perMinute(1), Keys: user, OnError: mode})
+			ap, c, s := failing(t, 0, Limit{Name: "open", Rate: perMinute(1), Keys: user, OnError: mode, Failure: FailOpen})
 			require.Equal(t, []int{200, 429}, c.statuses(2, "/a", HeaderUser, "known"))
 			require.NoError(t, s.Stop())
 			for i := 0; i < 3; i++ {
@@ -372,9 +373,9 @@ func run(t *testing.T, a Adapter, b backend) {
 		}
 	})
 
-	t.Run("fail closed with Redis stopped", func(t *testing.T) {
+	t.Run("fail closed with Redis stopped, then the local fallback", func(t *testing.T) {
 		t.Parallel()
-		_, c, s := failing(t, 1, Limit{Name: "closed", Rate: perMinute(5), FailClosed: true})
+		_, c, s := failing(t, 1, Limit{Name: "closed", Rate: perMinute(5), Failure: FailClosed})
 		require.Equal(t, http.StatusOK, c.get("/a").status)
 		require.NoError(t, s.Stop())
 		r := c.get("/a")
@@ -386,11 +387,48 @@ func run(t *testing.T, a Adapter, b backend) {
 		for _, leak := range []string{"refused", "dial", "redis", "127.0.0.1", "EOF"} {
 			assert.NotContains(t, strings.ToLower(r.body), strings.ToLower(leak), "no error text in the response")
 		}
+
+		// The default failure policy, WithFailLocal(1): with Redis stopped,
+		// 10 requests on one key over 3 per second get 3 x 200 and 7 x 429,
+		// each within the decision timeout, the 429s with their headers;
+		// once Redis is back, it decides again within a second.
+		for _, failure := range []Failure{FailDefault, FailLocal} {
+			obs := &Recorder{}
+			l := Limit{Name: "local", Rate: core.PerSecond(3), Failure: failure, Instances: 1, Observer: obs, OnError: ErrorObserve}
+			ap, c, s := failing(t, 1, l)
+			require.Equal(t, http.StatusOK, c.get("/a", HeaderUser, "warm").status)
+			require.NoError(t, s.Stop())
+			var got []int
+			for range 10 {
+				r := c.get("/a")
+				got = append(got, r.status)
+				assert.Less(t, r.elapsed, failingTimeout+100*time.Millisecond, "within the decision timeout")
+				if r.status == http.StatusTooManyRequests {
+					assert.NotEmpty(t, r.header.Get("Retry-After"))
+					assert.NotEmpty(t, r.header.Get("RateLimit"))
+				}
+			}
+			assert.Equal(t, []int{200, 200, 200, 429, 429, 429, 429, 429, 429, 429}, got, "the local fallback limits at the rate")
+			assert.Equal(t, 3, obs.Count(observe.FallbackAllowed))
+			assert.Equal(t, 7, obs.Count(observe.FallbackDenied))
+			assert.Equal(t, []bool{true}, obs.Transitions(), "the fallback started once")
+			assert.Empty(t, drain(ap.Errors), "the fallback decides: no failed decision")
+			require.NoError(t, s.Restart())
+			back := time.Now()
+			require.Eventually(t, func() bool {
+				c.get("/a", HeaderUser, "after")
+				return obs.Last().Outcome == observe.Allowed || obs.Last().Outcome == observe.Denied
+			}, 5*time.Second, 20*time.Millisecond, "Redis decides again")
+			took := time.Since(back)
+			t.Logf("Redis decided again %v after its restart", took)
+			assert.Less(t, took, 1500*time.Millisecond, "a request tries Redis once a second")
+			assert.Equal(t, []bool{true, false}, obs.Transitions())
+		}
 	})
 
 	t.Run("custom error handler", func(t *testing.T) {
 		t.Parallel()
-		ap, c, s := failing(t, 2, Limit{Name: "custom", Rate: perMinute(5), OnError: ErrorRespond})
+		ap, c, s := failing(t, 2, Limit{Name: "custom", Rate: perMinute(5), OnError: ErrorRespond, Failure: FailOpen})
 		require.NoError(t, s.Stop())
 		r := c.get("/a")
 		assert.Equal(t, http.StatusInternalServerError, r.status)
@@ -466,6 +504,113 @@ func run(t *testing.T, a Adapter, b backend) {
 			assert.ErrorIs(t, err, keyfunc.ErrRouteUnknown)
 			assert.Contains(t, err.Error(), a.Name+": ", "the adapter says where the middleware belongs")
 		}
+	})
+
+	t.Run("dry run serves every request and reports its denials", func(t *testing.T) {
+		t.Parallel()
+		for _, headers := range []bool{false, true} {
+			obs := &Recorder{}
+			_, c := one(t, Limit{Name: "dry", Rate: core.PerSecond(3), DryRun: true, DryRunHeaders: headers, Observer: obs})
+			for i := range 10 {
+				r := c.get("/a")
+				assert.Equal(t, http.StatusOK, r.status)
+				assert.Empty(t, r.header.Get("Retry-After"))
+				if i >= 3 {
+					assert.Equal(t, headers, r.header.Get("RateLimit") != "", "headers on a dry-run denial: %v", headers)
+				}
+			}
+			assert.Equal(t, 3, obs.Count(observe.Allowed))
+			assert.Equal(t, 7, obs.Count(observe.DryRunDenied))
+		}
+	})
+
+	t.Run("a rate per request: two tiers", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		_, c := one(t, Limit{Name: "plan", Rate: perMinute(2), Keys: user, Tiers: map[string]core.Rate{"pro": perMinute(4)}})
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a", HeaderUser, "free-user"))
+		assert.Equal(t, []int{200, 200, 200, 200, 429}, c.statuses(5, "/a", HeaderUser, "pro-user", HeaderTier, "pro"))
+		r := c.get("/a", HeaderUser, "other", HeaderTier, "pro")
+		assert.Equal(t, `"plan";q=4;w=60`, r.header.Get("RateLimit-Policy"), "the headers show the rate used")
+		assert.Equal(t, "4", r.header.Get("X-RateLimit-Limit"))
+		r = c.get("/a", HeaderUser, "other2")
+		assert.Equal(t, `"plan";q=2;w=60`, r.header.Get("RateLimit-Policy"))
+	})
+
+	t.Run("a cost per request", func(t *testing.T) {
+		t.Parallel()
+		ap, c := one(t, Limit{Name: "costly", Rate: perMinute(10), CostHeader: true, OnError: ErrorObserve})
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a", HeaderCost, "5"), "a cost of 5 against 10 per minute")
+		r := c.get("/a", HeaderCost, "11")
+		assert.Equal(t, http.StatusRequestEntityTooLarge, r.status, "a cost above the rate can never be served")
+		assert.Equal(t, a.ProblemContentType, r.header.Get("Content-Type"))
+		assert.Contains(t, r.body, "cost-exceeds-the-rate")
+		assert.Empty(t, r.header.Get("Retry-After"), "no retry time that lies")
+		assert.Empty(t, drain(ap.Errors))
+	})
+
+	t.Run("refunds by response status", func(t *testing.T) {
+		t.Parallel()
+		_, c := one(t, Limit{Name: "refund", Rate: perMinute(3), Refund: RefundFailed})
+		assert.Equal(t, repeat(500, 10), c.statuses(10, "/a", HeaderStatus, "500"), "failed requests are served and given back")
+		assert.Equal(t, []int{200, 200, 200, 429}, c.statuses(4, "/a"), "the whole quota is still there")
+
+		_, c = one(t, Limit{Name: "logins", Rate: perMinute(3), Refund: RefundSuccessful})
+		assert.Equal(t, repeat(200, 5), c.statuses(5, "/a"), "successful logins are given back")
+		assert.Equal(t, []int{401, 401, 401, 429}, c.statuses(4, "/a", HeaderStatus, "401"), "failed logins count")
+	})
+
+	t.Run("refunds are exact under concurrency", func(t *testing.T) {
+		t.Parallel()
+		ap, c := one(t, Limit{Name: "exact", Rate: perMinute(1000), Refund: RefundFailed})
+		var wg sync.WaitGroup
+		statuses := make([]int, 64)
+		for i := range statuses {
+			wg.Go(func() {
+				status := "200"
+				if i%2 == 1 {
+					status = "503"
+				}
+				statuses[i] = c.get("/a", HeaderStatus, status).status
+			})
+		}
+		wg.Wait()
+		for i, s := range statuses {
+			assert.Equal(t, []int{200, 503}[i%2], s)
+		}
+		n, err := b.rdb.ZCard(context.Background(), permitsKey(ap, "exact", a.Peer.String())).Result()
+		require.NoError(t, err)
+		assert.EqualValues(t, 32, n, "the log holds exactly the grants that were not given back")
+	})
+
+	t.Run("a request refused by one limit takes nothing from the others", func(t *testing.T) {
+		t.Parallel()
+		// Both orders: the limit that refuses comes second, after one that
+		// granted; that grant is given back.
+		burst, hourly := Limit{Name: "burst", Rate: perMinute(3)}, Limit{Name: "hourly", Rate: core.PerHour(2)}
+		ap, c := app(t, nil,
+			Route{Path: "/burst-first", Limits: []Limit{burst, hourly}},
+			Route{Path: "/hourly-first", Limits: []Limit{{Name: "hourly2", Rate: core.PerHour(3)}, {Name: "burst2", Rate: perMinute(2)}}})
+		assert.Equal(t, []int{200, 200, 429, 429}, c.statuses(4, "/burst-first"), "the hourly limit refuses")
+		assert.Equal(t, int64(2), used(t, b, ap, "burst", a.Peer.String()), "the burst limit kept only the served requests")
+		assert.Equal(t, []int{200, 200, 429, 429}, c.statuses(4, "/hourly-first"), "the burst limit refuses")
+		assert.Equal(t, int64(2), used(t, b, ap, "hourly2", a.Peer.String()), "the hourly limit kept only the served requests")
+	})
+
+	t.Run("the headers of a 429 are those of the limit that refused", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		_, c := app(t, []Limit{{Name: "ip", Rate: core.Rate{Permits: 10, Interval: 10 * time.Second}}},
+			Route{Path: "/me", Limits: []Limit{{Name: "user", Rate: perMinute(2), Keys: user}}})
+		assert.Equal(t, []int{200, 200}, c.statuses(2, "/me", HeaderUser, "dave"))
+		r := c.get("/me", HeaderUser, "dave")
+		require.Equal(t, http.StatusTooManyRequests, r.status)
+		assert.Equal(t, "2", r.header.Get("X-RateLimit-Limit"), "the per-user limit refused")
+		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
+		reset, err := strconv.Atoi(r.header.Get("X-RateLimit-Reset"))
+		require.NoError(t, err)
+		assert.Greater(t, reset, 10, "the reset of the per-user limit, not the 10 s of the per-IP one")
+		assert.Equal(t, r.header.Get("Retry-After"), r.header.Get("X-RateLimit-Reset"))
 	})
 
 	t.Run("invalid options panic at construction", func(t *testing.T) {
@@ -598,4 +743,78 @@ func buildPanics(t *testing.T, a Adapter, app App, l Limit) (err error) {
 	}()
 	a.Build(app, l)
 	return nil
+}
+
+// permitsKey is the log of the limiter of policy name and key, in ap
+// (Redisson's naming: "{N}:permits", or "N:permits" when N has a hash tag).
+func permitsKey(ap App, name, key string) string {
+	n := ap.Prefix + keyfunc.Escape(name) + ":" + keyfunc.Escape(key)
+	if strings.Contains(n, "{") {
+		return n + ":permits"
+	}
+	return "{" + n + "}:permits"
+}
+
+// used returns the permits in the log of the limiter of policy name and key.
+func used(t *testing.T, b backend, ap App, name, key string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	members, err := b.rdb.ZRange(ctx, permitsKey(ap, name, key), 0, -1).Result()
+	require.NoError(t, err)
+	var n int64
+	for _, m := range members {
+		if len(m) == 21 {
+			n += int64(m[17]) | int64(m[18])<<8 | int64(m[19])<<16 | int64(m[20])<<24
+		}
+	}
+	return n
+}
+
+// Recorder is an observe.Observer that keeps what it is told.
+type Recorder struct {
+	mu          sync.Mutex
+	decisions   []observe.Decision
+	transitions []bool
+}
+
+func (r *Recorder) Decision(d observe.Decision) {
+	r.mu.Lock()
+	r.decisions = append(r.decisions, d)
+	r.mu.Unlock()
+}
+
+func (r *Recorder) Fallback(_ string, active bool) {
+	r.mu.Lock()
+	r.transitions = append(r.transitions, active)
+	r.mu.Unlock()
+}
+
+// Count returns the decisions of outcome o.
+func (r *Recorder) Count(o observe.Outcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, d := range r.decisions {
+		if d.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Last returns the last decision.
+func (r *Recorder) Last() observe.Decision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.decisions) == 0 {
+		return observe.Decision{Outcome: 255}
+	}
+	return r.decisions[len(r.decisions)-1]
+}
+
+// Transitions returns the fallback's changes, in order.
+func (r *Recorder) Transitions() []bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]bool(nil), r.transitions...)
 }

@@ -151,7 +151,9 @@ func newApp(c *core.Client, rate core.Rate, opts ...nethttprl.Option) *app {
 		a.mu.Unlock()
 	})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	a.h = nethttprl.New(c, rate, append([]nethttprl.Option{onError}, opts...)...)(ok)
+	// Fail open unless opts say otherwise: these tests watch the failed
+	// decisions, which the default local fallback would decide itself.
+	a.h = nethttprl.New(c, rate, append([]nethttprl.Option{onError, nethttprl.WithFailOpen()}, opts...)...)(ok)
 	return a
 }
 

@@ -24,10 +24,9 @@ const buckets = 17
 // tests: its state, its map entry and its place in the recency list.
 const BytesPerKey = 256
 
-// Limiter limits keys at one rate, in memory. It is safe for concurrent use.
+// Limiter limits keys in memory, each at the rate given with its requests.
+// It is safe for concurrent use.
 type Limiter struct {
-	rate   core.Rate
-	width  int64 // bucket width, ns
 	shards [16]shard
 	seed   maphash.Seed
 }
@@ -43,14 +42,15 @@ type shard struct {
 
 type state struct {
 	key        string
+	width      int64 // bucket width, ns: 1/16 of the rate's interval
 	last       int64 // index of the newest bucket
 	counts     [buckets]uint32
 	prev, next *state
 }
 
-// New returns a limiter of r per key that keeps at most maxKeys keys.
-func New(r core.Rate, maxKeys int) *Limiter {
-	l := &Limiter{rate: r, width: max(int64(r.Interval)/(buckets-1), 1), seed: maphash.MakeSeed()}
+// New returns a limiter that keeps at most maxKeys keys.
+func New(maxKeys int) *Limiter {
+	l := &Limiter{seed: maphash.MakeSeed()}
 	per := max(maxKeys/len(l.shards), 1)
 	for i := range l.shards {
 		l.shards[i] = shard{keys: make(map[string]*state), max: per}
@@ -58,51 +58,52 @@ func New(r core.Rate, maxKeys int) *Limiter {
 	return l
 }
 
-// Rate returns the limiter's rate.
-func (l *Limiter) Rate() core.Rate { return l.rate }
-
-// Take takes permits for key at time now if they are available, and returns
-// the decision as a core.Result.
-func (l *Limiter) Take(key string, permits int64, now time.Time) core.Result {
+// Take takes permits for key at time now, at rate r, if they are
+// available, and returns the decision as a core.Result. A key whose rate's
+// interval changes starts over.
+func (l *Limiter) Take(key string, r core.Rate, permits int64, now time.Time) core.Result {
 	s := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.get(key)
-	b := now.UnixNano() / l.width
+	if w := max(int64(r.Interval)/(buckets-1), 1); w != st.width {
+		st.width, st.last, st.counts = w, 0, [buckets]uint32{}
+	}
+	b := now.UnixNano() / st.width
 	st.advance(b)
 	var used int64
 	for _, c := range st.counts {
 		used += int64(c)
 	}
-	rate := l.rate.Permits
-	r := core.Result{Rate: l.rate}
+	rate := r.Permits
+	res := core.Result{Rate: r}
 	if used+permits <= rate {
 		st.counts[b%buckets] += uint32(permits)
-		r.Allowed, r.Remaining = true, rate-used-permits
-		r.ResetAfter = l.until(b, now)
-		return r
+		res.Allowed, res.Remaining = true, rate-used-permits
+		res.ResetAfter = st.until(b, now)
+		return res
 	}
 	// The permits come back as the oldest buckets leave the window.
-	r.Remaining = rate - used
+	res.Remaining = max(rate-used, 0)
 	freed := int64(0)
 	for j := b - buckets + 1; j <= b; j++ {
 		freed += int64(st.counts[j%buckets])
 		if used-freed+permits <= rate {
-			r.RetryAfter = l.until(j, now)
+			res.RetryAfter = st.until(j, now)
 			break
 		}
 	}
-	if r.RetryAfter == 0 { // more than the rate: never
-		r.RetryAfter = l.rate.Interval
+	if res.RetryAfter == 0 { // more than the rate: never
+		res.RetryAfter = r.Interval
 	}
-	r.ResetAfter = max(r.RetryAfter, l.until(b, now))
-	return r
+	res.ResetAfter = max(res.RetryAfter, st.until(b, now))
+	return res
 }
 
 // until returns the time from now until bucket j is wholly out of the
 // window.
-func (l *Limiter) until(j int64, now time.Time) time.Duration {
-	return time.Duration((j+buckets)*l.width - now.UnixNano())
+func (st *state) until(j int64, now time.Time) time.Duration {
+	return time.Duration((j+buckets)*st.width - now.UnixNano())
 }
 
 // advance moves the window to bucket b, clearing the buckets it leaves.

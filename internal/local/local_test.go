@@ -25,14 +25,14 @@ func TestNeverMoreThanTheRate(t *testing.T) {
 	} {
 		seed := rand.Uint64()
 		rng := rand.New(rand.NewPCG(seed, seed))
-		l := New(r, 10)
+		l := New(10)
 		now := time.Unix(1_700_000_000, 0)
 		var grants, denials []time.Time
 		retryAt := map[int64]time.Time{} // permits -> earliest time a retry may succeed
 		for range 20_000 {
 			now = now.Add(time.Duration(rng.Int64N(int64(r.Interval) / (4 * r.Permits))))
 			n := 1 + rng.Int64N(min(3, r.Permits))
-			res := l.Take("k", n, now)
+			res := l.Take("k", r, n, now)
 			if res.Allowed {
 				if at, ok := retryAt[n]; ok {
 					assert.False(t, now.Before(at), "%v seed %d: granted before the retry time", r, seed)
@@ -77,25 +77,27 @@ func TestNeverMoreThanTheRate(t *testing.T) {
 
 // A denied request that waits exactly its RetryAfter is granted.
 func TestRetryAfterIsEnough(t *testing.T) {
-	l := New(core.Rate{Permits: 2, Interval: time.Second}, 10)
+	l := New(10)
+	rate := core.Rate{Permits: 2, Interval: time.Second}
 	now := time.Unix(1_700_000_000, 123_456_789)
-	require.True(t, l.Take("k", 2, now).Allowed)
+	require.True(t, l.Take("k", rate, 2, now).Allowed)
 	now = now.Add(300 * time.Millisecond)
-	r := l.Take("k", 1, now)
+	r := l.Take("k", rate, 1, now)
 	require.False(t, r.Allowed)
 	assert.LessOrEqual(t, r.RetryAfter, 700*time.Millisecond+time.Second/16, "within one bucket of the exact wait")
 	assert.GreaterOrEqual(t, r.RetryAfter, 700*time.Millisecond, "never early")
-	assert.True(t, l.Take("k", 1, now.Add(r.RetryAfter)).Allowed)
+	assert.True(t, l.Take("k", rate, 1, now.Add(r.RetryAfter)).Allowed)
 }
 
 // A flood of distinct keys keeps at most maxKeys of them, in bounded memory.
 func TestKeyFloodIsBounded(t *testing.T) {
 	const maxKeys = 10_000
-	l := New(core.Rate{Permits: 5, Interval: time.Second}, maxKeys)
+	l := New(maxKeys)
+	rate := core.Rate{Permits: 5, Interval: time.Second}
 	before := liveHeap()
 	now := time.Unix(1_700_000_000, 0)
 	for i := range 100_000 {
-		l.Take("client:"+strconv.Itoa(i), 1, now)
+		l.Take("client:"+strconv.Itoa(i), rate, 1, now)
 	}
 	assert.LessOrEqual(t, l.Len(), maxKeys)
 	grew := liveHeap() - before
@@ -106,14 +108,15 @@ func TestKeyFloodIsBounded(t *testing.T) {
 
 // The least recently used key goes first.
 func TestLeastRecentlyUsedGoesFirst(t *testing.T) {
-	l := New(core.Rate{Permits: 1, Interval: time.Hour}, 16) // one key per shard
+	l := New(16) // one key per shard
+	rate := core.Rate{Permits: 1, Interval: time.Hour}
 	now := time.Unix(1_700_000_000, 0)
-	require.True(t, l.Take("a", 1, now).Allowed)
-	require.False(t, l.Take("a", 1, now).Allowed)
+	require.True(t, l.Take("a", rate, 1, now).Allowed)
+	require.False(t, l.Take("a", rate, 1, now).Allowed)
 	for i := range 1000 { // evicts "a" from its shard
-		l.Take("flood"+strconv.Itoa(i), 1, now)
+		l.Take("flood"+strconv.Itoa(i), rate, 1, now)
 	}
-	assert.True(t, l.Take("a", 1, now).Allowed, "a forgotten key starts over")
+	assert.True(t, l.Take("a", rate, 1, now).Allowed, "a forgotten key starts over")
 	assert.LessOrEqual(t, l.Len(), 16)
 }
 

@@ -1,0 +1,59 @@
+package policy
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/local"
+)
+
+// probeEvery is how often a policy whose fallback decides asks Redis
+// again, with one request.
+const probeEvery = time.Second
+
+// fallback is a policy's local fallback (WithFailLocal): an in-memory
+// limiter, and whether it decides now.
+type fallback struct {
+	limiter *local.Limiter
+	active  atomic.Bool
+	probe   atomic.Int64 // unix nanos of the next request that asks Redis
+}
+
+func newFallback(maxKeys int) *fallback {
+	return &fallback{limiter: local.New(maxKeys)}
+}
+
+// deciding reports whether the fallback decides this request, rather than
+// Redis: while it is active, but for one request a second, which asks
+// Redis whether it is back.
+func (f *fallback) deciding(p *Policy) bool {
+	if !f.active.Load() {
+		return false
+	}
+	now := time.Now().UnixNano()
+	next := f.probe.Load()
+	return now < next || !f.probe.CompareAndSwap(next, now+int64(probeEvery))
+}
+
+// start makes the fallback decide, after a round trip to Redis failed.
+func (f *fallback) start(p *Policy) {
+	if f.active.CompareAndSwap(false, true) {
+		f.probe.Store(time.Now().Add(probeEvery).UnixNano())
+		if p.observer != nil {
+			p.observer.Fallback(p.name, true)
+		}
+	}
+}
+
+// redisBack hands decisions back to Redis, after a round trip succeeded.
+func (f *fallback) redisBack(p *Policy) {
+	if f.active.Load() && f.active.CompareAndSwap(true, false) && p.observer != nil {
+		p.observer.Fallback(p.name, false)
+	}
+}
+
+// take decides permits on limiter name at rate r, in memory.
+func (f *fallback) take(name string, r core.Rate, permits int64) core.Result {
+	return f.limiter.Take(name, r, permits, time.Now())
+}

@@ -1,0 +1,199 @@
+package policy_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
+	"github.com/redlimit/redlimit/policy"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// counter is an observe.Observer that counts outcomes.
+type counter struct {
+	mu          sync.Mutex
+	outcomes    map[observe.Outcome]int
+	transitions []bool
+}
+
+func (c *counter) Decision(d observe.Decision) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.outcomes == nil {
+		c.outcomes = map[observe.Outcome]int{}
+	}
+	c.outcomes[d.Outcome]++
+}
+
+func (c *counter) Fallback(_ string, active bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.transitions = append(c.transitions, active)
+}
+
+func (c *counter) count(o observe.Outcome) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outcomes[o]
+}
+
+// A flood of 100 000 distinct keys while the fallback decides keeps the
+// process's live heap under the documented bound: DefaultFallbackKeys keys
+// of at most 256 bytes each.
+func TestFallbackKeyFloodIsBounded(t *testing.T) {
+	c, mr := mini(t)
+	obs := &counter{}
+	p, err := policy.New(c, core.PerMinute(5), policy.WithName("flood"), policy.WithObserver(obs),
+		policy.WithKey(func(r keyfunc.Request) (string, error) { return r.Header("X-Key"), nil }))
+	require.NoError(t, err)
+	mr.SetError("LOADING Redis is loading") // Redis fails: the fallback decides
+	before := liveHeap()
+	r := newReq("192.0.2.1:1")
+	for i := range 100_000 {
+		r.header.Set("X-Key", "client-"+strconv.Itoa(i))
+		d := p.Decide(r, false)
+		require.Equal(t, policy.Allowed, d.Outcome)
+	}
+	grew := liveHeap() - before
+	bound := int64(policy.DefaultFallbackKeys * 256)
+	t.Logf("live heap grew by %d bytes for 100 000 keys in the fallback (bound %d)", grew, bound)
+	assert.Less(t, grew, bound)
+	assert.Equal(t, 100_000, obs.count(observe.FallbackAllowed))
+	runtime.KeepAlive(p)
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// The fallback divides the rate by the instances that share it.
+func TestFallbackShare(t *testing.T) {
+	c, mr := mini(t)
+	p, err := policy.New(c, core.PerMinute(10), policy.WithName("share"), policy.WithFailLocal(3))
+	require.NoError(t, err)
+	mr.SetError("LOADING Redis is loading")
+	r := newReq("192.0.2.1:1")
+	for range 4 { // ceil(10 / 3)
+		decide(t, p, r, policy.Allowed)
+	}
+	d := decide(t, p, r, policy.Denied)
+	assert.Positive(t, d.Result.RetryAfter)
+}
+
+// In wait mode, waiters on one key take turns, and a request whose turn
+// cannot come within its maximum wait is rejected at once, not after
+// waiting: of 8 requests on 1 permit per 500 ms with a maximum wait of
+// 1.2 s, one is granted at once, two after waiting, and five are rejected
+// at once.
+func TestWaitersTakeTurnsAndHopelessOnesLeaveAtOnce(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	require.NoError(t, err)
+	p, err := policy.New(c, core.Rate{Permits: 1, Interval: 500 * time.Millisecond}, policy.WithName("login"),
+		policy.WithWait(1200*time.Millisecond), policy.WithTimeout(2*time.Second))
+	require.NoError(t, err)
+	decide(t, p, newReq("192.0.2.1:1"), policy.Allowed)
+	type outcome struct {
+		allowed bool
+		took    time.Duration
+	}
+	out := make([]outcome, 8)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Go(func() {
+			start := time.Now()
+			d := p.Decide(newReq("192.0.2.1:1"), false)
+			out[i] = outcome{d.Outcome == policy.Allowed, time.Since(start)}
+		})
+	}
+	wg.Wait()
+	granted, atOnce := 0, 0
+	for _, o := range out {
+		switch {
+		case o.allowed:
+			granted++
+		case o.took < 200*time.Millisecond:
+			atOnce++
+		default:
+			t.Errorf("rejected after waiting %v", o.took)
+		}
+	}
+	assert.Equal(t, 2, granted, "two waiters get a permit, in turn")
+	assert.Equal(t, 6, atOnce, "the others are rejected at once")
+}
+
+// Local overload (decisions queued in this process past their deadline) is
+// no Redis failure: under fail open the request is shed with a 429, not
+// served unlimited; under the local fallback, the fallback decides it.
+func TestOverloadIsShed(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	rdb.AddHook(slowHook{300 * time.Millisecond})
+	c, err := core.New(rdb, core.WithCoalescing(1), core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name      string
+		opt       policy.Option
+		want      observe.Outcome
+		wantFirst observe.Outcome // the decision whose round trip was under way, and timed out
+	}{
+		{"open", policy.WithFailOpen(), observe.Shed, observe.ErrorServed},
+		{"local", policy.WithFailLocal(1), observe.FallbackAllowed, observe.FallbackAllowed},
+	} {
+		obs := &counter{}
+		p, err := policy.New(c, core.PerMinute(1000), policy.WithName(tc.name), tc.opt, policy.WithObserver(obs),
+			policy.WithTimeout(100*time.Millisecond))
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				d := p.Decide(newReq("192.0.2."+strconv.Itoa(i)+":1"), false)
+				if tc.want == observe.Shed && d.Outcome == policy.Denied {
+					assert.Equal(t, time.Second, d.Result.RetryAfter, "an honest Retry-After: the decision timeout, rounded up")
+				}
+			})
+			if i == 0 {
+				time.Sleep(10 * time.Millisecond) // the first takes the one round trip
+			}
+		}
+		wg.Wait()
+		if tc.want == tc.wantFirst {
+			assert.Equal(t, 10, obs.count(tc.want), "%s: every decision", tc.name)
+		} else {
+			assert.Equal(t, 9, obs.count(tc.want), "%s: the queued decisions", tc.name)
+			assert.Equal(t, 1, obs.count(tc.wantFirst), "%s: the decision whose round trip timed out", tc.name)
+		}
+	}
+}
+
+type slowHook struct{ delay time.Duration }
+
+func (slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		time.Sleep(h.delay)
+		return next(ctx, cmd)
+	}
+}
+
+func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		time.Sleep(h.delay)
+		return next(ctx, cmds)
+	}
+}

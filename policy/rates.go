@@ -1,0 +1,61 @@
+package policy
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/redlimit/redlimit/core"
+)
+
+// prepared is what a policy needs for one rate, made once: the limiter
+// options, the headers and bodies, and the local fallback's share.
+type prepared struct {
+	rate    core.Rate
+	share   core.Rate // the rate of one instance, for the local fallback
+	limOpts []core.LimiterOption
+	headers header
+}
+
+// prepare makes the prepared rate r, which is valid.
+func (p *Policy) prepare(r core.Rate) *prepared {
+	share := r
+	share.Permits = max((r.Permits+p.shares-1)/p.shares, 1)
+	return &prepared{
+		rate:    r,
+		share:   share,
+		limOpts: []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(p.timeout)},
+		headers: newHeader(p.name, r, p.style),
+	}
+}
+
+// maxRates bounds the rates a WithRateFunc policy keeps prepared.
+const maxRates = 256
+
+// rates are the prepared rates a rate function chose.
+type rates struct {
+	mu sync.RWMutex
+	m  map[core.Rate]*prepared
+}
+
+// get returns r prepared, validating it the first time.
+func (rs *rates) get(p *Policy, r core.Rate) (*prepared, error) {
+	rs.mu.RLock()
+	prep, ok := rs.m[r]
+	rs.mu.RUnlock()
+	if ok {
+		return prep, nil
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("WithRateFunc: %w", err)
+	}
+	prep = p.prepare(r)
+	rs.mu.Lock()
+	if rs.m == nil {
+		rs.m = make(map[core.Rate]*prepared)
+	}
+	if len(rs.m) < maxRates {
+		rs.m[r] = prep
+	}
+	rs.mu.Unlock()
+	return prep, nil
+}

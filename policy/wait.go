@@ -1,0 +1,119 @@
+package policy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redlimit/redlimit/core"
+)
+
+// waits are the requests waiting for a permit in wait mode. Waiters on one
+// key take turns, first come first served; a request joins only when its
+// turn can come within its maximum wait, estimated from the exact retry
+// time of the first permit and the permits the waiters ahead of it need at
+// the limit's rate. A request that cannot get a permit in time is rejected
+// at once.
+type waits struct {
+	maxWait time.Duration
+	slots   chan struct{} // one per waiter of the policy
+	perKey  int
+
+	mu   sync.Mutex
+	keys map[string][]chan struct{} // per key, the waiters in turn order
+}
+
+func newWaits(maxWait time.Duration, maxWaiters, perKey int) *waits {
+	return &waits{maxWait: maxWait, slots: make(chan struct{}, maxWaiters), perKey: perKey, keys: map[string][]chan struct{}{}}
+}
+
+// wait waits for permits on l, whose denial was r, and returns the new
+// result, and whether the request waited. It returns r at once when the
+// request cannot get the permits in time, and an error when a round trip
+// fails.
+func (w *waits) wait(ctx context.Context, l *core.Limiter, key string, cost int64, r core.Result) (core.Result, bool, error) {
+	turn, ahead, ok := w.join(key)
+	if !ok {
+		return r, false, nil
+	}
+	defer w.leave(key, turn)
+	// The waiters ahead take the next permits: each needs about its cost's
+	// share of the interval.
+	est := r.RetryAfter + time.Duration(ahead)*perPermit(r.Rate, cost)
+	left := w.maxWait
+	if dl, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(dl))
+	}
+	if r.RetryAfter > left || est > left {
+		return r, false, nil
+	}
+	select {
+	case w.slots <- struct{}{}:
+		defer func() { <-w.slots }()
+	default: // too many waiters: reject at once
+		return r, false, nil
+	}
+	start := time.Now()
+	select {
+	case <-turn:
+	case <-ctx.Done(): // the client went away: keep the denial
+		return r, false, nil
+	}
+	got, err := l.TryAcquireWithin(ctx, cost, w.maxWait-time.Since(start))
+	switch {
+	case ctx.Err() != nil:
+		return r, false, nil
+	case err != nil:
+		return r, false, err
+	}
+	return got, got.Allowed, nil
+}
+
+// perPermit is the part of the interval that cost permits take at rate r.
+func perPermit(r core.Rate, cost int64) time.Duration {
+	if r.Permits <= 0 {
+		return 0
+	}
+	return time.Duration(float64(r.Interval) * float64(cost) / float64(r.Permits))
+}
+
+// join queues a waiter on key: its turn channel (closed when it is first),
+// the number of waiters ahead, and false when the key has as many waiters
+// as it may.
+func (w *waits) join(key string) (chan struct{}, int, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.keys[key]
+	if len(q) >= w.perKey {
+		return nil, 0, false
+	}
+	turn := make(chan struct{})
+	if len(q) == 0 {
+		close(turn)
+	}
+	w.keys[key] = append(q, turn)
+	return turn, len(q), true
+}
+
+// leave takes turn out of key's queue and, if it was first, gives the turn
+// to the next.
+func (w *waits) leave(key string, turn chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.keys[key]
+	for i, t := range q {
+		if t != turn {
+			continue
+		}
+		q = append(q[:i], q[i+1:]...)
+		if i == 0 && len(q) > 0 {
+			close(q[0])
+		}
+		break
+	}
+	if len(q) == 0 {
+		delete(w.keys, key)
+	} else {
+		w.keys[key] = q
+	}
+}
