@@ -183,3 +183,19 @@ func TestResultFrom(t *testing.T) {
 		t.Fatal("a result outside a denial")
 	}
 }
+
+// TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
+// turn it off (see conformance.RunBurst).
+func TestBurst(t *testing.T) {
+	conformance.RunBurst(t, func(l conformance.BurstLimit) http.Handler {
+		opts := []ginrl.Option{ginrl.WithName(l.Name), ginrl.WithWait(l.MaxWait), ginrl.WithObserver(l.Observer),
+			ginrl.WithErrorHandler(func(c *gin.Context, _ error) { l.OnError(c.Request.RemoteAddr) })}
+		if l.Failure == conformance.FailOpen {
+			opts = append(opts, ginrl.WithFailOpen())
+		}
+		gin.SetMode(gin.TestMode)
+		engine := gin.New()
+		engine.POST("/login", ginrl.New(l.Client, l.Rate, opts...), func(c *gin.Context) { c.String(http.StatusOK, "logged in") })
+		return engine
+	})
+}

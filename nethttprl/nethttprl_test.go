@@ -169,3 +169,17 @@ func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
 func TestNewClientChurnLeavesNothing(t *testing.T) {
 	conformance.ChurnMemory(t, adapter, 20_000, 32)
 }
+
+// TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
+// turn it off (see conformance.RunBurst).
+func TestBurst(t *testing.T) {
+	conformance.RunBurst(t, func(l conformance.BurstLimit) http.Handler {
+		opts := []nethttprl.Option{nethttprl.WithName(l.Name), nethttprl.WithWait(l.MaxWait), nethttprl.WithObserver(l.Observer),
+			nethttprl.WithErrorHandler(func(_ http.ResponseWriter, r *http.Request, _ error) { l.OnError(r.RemoteAddr) })}
+		if l.Failure == conformance.FailOpen {
+			opts = append(opts, nethttprl.WithFailOpen())
+		}
+		ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "logged in") })
+		return nethttprl.New(l.Client, l.Rate, opts...)(ok)
+	})
+}
