@@ -16,11 +16,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	promclient "github.com/prometheus/client_golang/prometheus"
+
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/ginrl"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/metrics/prometheus"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -29,6 +34,11 @@ const (
 	variantBare     = "bare"
 	variantRedis    = "redlimit (Redis)"
 	variantMemory   = "redlimit (memory core)"
+	// The memory core with one more option each: their cost is the
+	// difference to variantMemory.
+	variantObserver = "redlimit (memory core) + observer (Prometheus)"
+	variantRateFunc = "redlimit (memory core) + rate func"
+	variantRefund   = "redlimit (memory core) + refund rule"
 	statusMWFailure = http.StatusServiceUnavailable // written by the error handlers below
 )
 
@@ -37,7 +47,33 @@ const (
 // allowedKeys addresses, so every request has its own never-limited key.
 type framework struct {
 	name  string
-	build func(client *core.Client, timeout time.Duration, callers int) op
+	build func(client *core.Client, timeout time.Duration, callers int, feature string) op
+}
+
+// features returns the options a feature variant adds: an observer, a rate
+// chosen per request (always the same one), or a refund rule that the
+// answers never match (its bookkeeping, with no refund).
+type featureOptions struct {
+	observer observe.Observer
+	rate     func(keyfunc.Request) (core.Rate, error)
+	refund   func(int) bool
+}
+
+func features(feature string) featureOptions {
+	var f featureOptions
+	switch feature {
+	case variantObserver:
+		obs, err := prometheus.New(promclient.NewRegistry())
+		if err != nil {
+			panic(err)
+		}
+		f.observer = obs
+	case variantRateFunc:
+		f.rate = func(keyfunc.Request) (core.Rate, error) { return middlewareRate, nil }
+	case variantRefund:
+		f.refund = func(status int) bool { return status >= 500 }
+	}
+	return f
 }
 
 var frameworks = []framework{
@@ -99,33 +135,66 @@ func decision(code int, body []byte) (bool, error) {
 	return false, fmt.Errorf("status %d, body %q", code, body)
 }
 
-func buildNetHTTP(client *core.Client, timeout time.Duration, callers int) op {
+func buildNetHTTP(client *core.Client, timeout time.Duration, callers int, feature string) op {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	if client != nil {
-		h = nethttprl.New(client, middlewareRate, nethttprl.WithTimeout(timeout), nethttprl.WithErrorHandler(
-			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) }))(h)
+		opts := []nethttprl.Option{nethttprl.WithTimeout(timeout), nethttprl.WithErrorHandler(
+			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) })}
+		f := features(feature)
+		if f.observer != nil {
+			opts = append(opts, nethttprl.WithObserver(f.observer))
+		}
+		if f.rate != nil {
+			opts = append(opts, nethttprl.WithRateFunc(f.rate))
+		}
+		if f.refund != nil {
+			opts = append(opts, nethttprl.WithRefund(f.refund))
+		}
+		h = nethttprl.New(client, middlewareRate, opts...)(h)
 	}
 	return serveHTTP(h, callers)
 }
 
-func buildGin(client *core.Client, timeout time.Duration, callers int) op {
+func buildGin(client *core.Client, timeout time.Duration, callers int, feature string) op {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	if client != nil {
-		r.Use(ginrl.New(client, middlewareRate, ginrl.WithTimeout(timeout), ginrl.WithErrorHandler(
-			func(c *gin.Context, _ error) { c.AbortWithStatus(statusMWFailure) })))
+		opts := []ginrl.Option{ginrl.WithTimeout(timeout), ginrl.WithErrorHandler(
+			func(c *gin.Context, _ error) { c.AbortWithStatus(statusMWFailure) })}
+		f := features(feature)
+		if f.observer != nil {
+			opts = append(opts, ginrl.WithObserver(f.observer))
+		}
+		if f.rate != nil {
+			opts = append(opts, ginrl.WithRateFunc(f.rate))
+		}
+		if f.refund != nil {
+			opts = append(opts, ginrl.WithRefund(f.refund))
+		}
+		r.Use(ginrl.New(client, middlewareRate, opts...))
 	}
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 	return serveHTTP(r, callers)
 }
 
-func buildEcho(client *core.Client, timeout time.Duration, callers int) op {
+func buildEcho(client *core.Client, timeout time.Duration, callers int, feature string) op {
 	e := echo.New()
 	if client != nil {
-		e.Use(echorl.New(client, middlewareRate, echorl.WithTimeout(timeout), echorl.WithErrorHandler(
-			func(c echo.Context, _ error) error { return c.NoContent(statusMWFailure) })))
+		opts := []echorl.Option{echorl.WithTimeout(timeout), echorl.WithErrorHandler(
+			func(c echo.Context, _ error) error { return c.NoContent(statusMWFailure) })}
+		f := features(feature)
+		if f.observer != nil {
+			opts = append(opts, echorl.WithObserver(f.observer))
+		}
+		if f.rate != nil {
+			opts = append(opts, echorl.WithRateFunc(f.rate))
+		}
+		if f.refund != nil {
+			opts = append(opts, echorl.WithRefund(f.refund))
+		}
+		e.Use(echorl.New(client, middlewareRate, opts...))
 	}
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	return serveHTTP(e, callers)
@@ -135,11 +204,22 @@ func buildEcho(client *core.Client, timeout time.Duration, callers int) op {
 // fasthttp.RequestCtx per caller: the peer address is set with
 // SetRemoteAddr and the response reset before each request. app.Test would
 // add a net.Conn pipe, an HTTP serialization and a goroutine per request.
-func buildFiber(client *core.Client, timeout time.Duration, callers int) op {
+func buildFiber(client *core.Client, timeout time.Duration, callers int, feature string) op {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	if client != nil {
-		app.Use(fiberrl.New(client, middlewareRate, fiberrl.WithTimeout(timeout), fiberrl.WithErrorHandler(
-			func(c *fiber.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })))
+		opts := []fiberrl.Option{fiberrl.WithTimeout(timeout), fiberrl.WithErrorHandler(
+			func(c *fiber.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })}
+		f := features(feature)
+		if f.observer != nil {
+			opts = append(opts, fiberrl.WithObserver(f.observer))
+		}
+		if f.rate != nil {
+			opts = append(opts, fiberrl.WithRateFunc(f.rate))
+		}
+		if f.refund != nil {
+			opts = append(opts, fiberrl.WithRefund(f.refund))
+		}
+		app.Use(fiberrl.New(client, middlewareRate, opts...))
 	}
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	handler := app.Handler()
@@ -169,6 +249,8 @@ type variant struct {
 	redis   bool
 	timeout time.Duration // the middleware's call timeout
 	client  func(rdb *redis.Client) (*core.Client, error)
+	feature string // the variant's extra option, or ""
+	single  bool   // measured at one caller only
 }
 
 // memoryTimeout is the call timeout on the memory core. With no I/O, 64
@@ -182,13 +264,15 @@ const memoryTimeout = 10 * time.Second
 // Redis, and the middleware on the memory core when newMemoryRedis is set.
 func variants() []variant {
 	vs := []variant{
-		{variantBare, false, 0, func(*redis.Client) (*core.Client, error) { return nil, nil }},
-		{variantRedis, true, policy.DefaultTimeout, func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
+		{name: variantBare, client: func(*redis.Client) (*core.Client, error) { return nil, nil }},
+		{name: variantRedis, redis: true, timeout: policy.DefaultTimeout, client: func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
 	}
 	if newMemoryRedis != nil {
-		vs = append(vs, variant{variantMemory, false, memoryTimeout, func(*redis.Client) (*core.Client, error) {
-			return core.New(newMemoryRedis())
-		}})
+		memory := func(*redis.Client) (*core.Client, error) { return core.New(newMemoryRedis()) }
+		vs = append(vs, variant{name: variantMemory, timeout: memoryTimeout, client: memory})
+		for _, f := range []string{variantObserver, variantRateFunc, variantRefund} {
+			vs = append(vs, variant{name: f, timeout: memoryTimeout, client: memory, feature: f, single: true})
+		}
 	}
 	return vs
 }
@@ -227,7 +311,12 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 	}
 	for _, fw := range frameworks {
 		for _, n := range callerCounts {
-			vs := variants()
+			var vs []variant
+			for _, v := range variants() {
+				if !v.single || n == 1 {
+					vs = append(vs, v)
+				}
+			}
 			rs, err := h.inTurns(len(vs), func(i int) (row, error) {
 				v := vs[i]
 				id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
@@ -236,7 +325,7 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 					if err != nil {
 						return nil, err
 					}
-					return fw.build(client, v.timeout, callers), nil
+					return fw.build(client, v.timeout, callers, v.feature), nil
 				})
 			})
 			if err != nil {

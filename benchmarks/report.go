@@ -248,7 +248,28 @@ func (r *report) targets() [][]string {
 				r.overhead(fw.name, v))
 		}
 	}
+	for _, v := range []string{variantObserver, variantRateFunc, variantRefund} {
+		for _, fw := range frameworks {
+			add(fmt.Sprintf("Option cost (e), %s, %s, 1 caller: Δ mean, Δ p50, Δ allocs per request vs the memory core without it", fw.name, v),
+				r.optionCost(fw.name, v))
+		}
+	}
 	return t
+}
+
+// optionCost is the cost of the feature variant v over the memory-core
+// variant, at one caller.
+func (r *report) optionCost(fw, v string) string {
+	base, ok1 := r.find("e", fw, variantMemory, 1)
+	with, ok2 := r.find("e", fw, v, 1)
+	if !ok1 || !ok2 {
+		return "not measured in this run"
+	}
+	if e := erred(base, with); e != "" {
+		return e
+	}
+	mean := 1e6/with.rate() - 1e6/base.rate()
+	return fmt.Sprintf("**%s µs**, **%s µs p50**, **%s allocs**", signed(mean), signed(float64(with.P50-base.P50)/1e3), signed(with.Allocs-base.Allocs))
 }
 
 // overhead is the cost of the middleware variant v over the bare framework
