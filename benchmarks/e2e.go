@@ -31,9 +31,9 @@ import (
 
 // Variants of scenario e.
 const (
-	variantBare     = "bare"
-	variantRedis    = "redlimit (Redis)"
-	variantMemory   = "redlimit (memory core)"
+	variantBare   = "bare"
+	variantRedis  = "redlimit (Redis)"
+	variantMemory = "redlimit (memory core)"
 	// The memory core with one more option each: their cost is the
 	// difference to variantMemory.
 	variantObserver = "redlimit (memory core) + observer (Prometheus)"
