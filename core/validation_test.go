@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -172,24 +171,4 @@ func TestRedisErrorsAreWrapped(t *testing.T) {
 	require.Error(t, err)
 	var opErr *net.OpError
 	assert.ErrorAs(t, err, &opErr)
-}
-
-// Limiter copies its name: a caller may pass a view of a buffer it reuses.
-func TestLimiterCopiesItsName(t *testing.T) {
-	rdb, _ := deadRedis(t)
-	for _, prefix := range []string{"", "p:"} {
-		c, err := core.New(rdb, core.WithKeyPrefix(prefix), core.WithClientID("id"))
-		require.NoError(t, err)
-		for _, n := range []int{5, 300} { // inside and beyond the limiter's own buffer
-			buf := []byte(strings.Repeat("n", n))
-			l := c.Limiter(unsafe.String(&buf[0], len(buf))) // a view, as the middleware passes
-			keys := core.Keys(l)
-			for i := range buf {
-				buf[i] = 'x'
-			}
-			assert.Equal(t, prefix+strings.Repeat("n", n), l.Name())
-			assert.Equal(t, keys, core.Keys(l))
-			assert.Equal(t, "{"+prefix+strings.Repeat("n", n)+"}:permits:id", keys[4])
-		}
-	}
 }
