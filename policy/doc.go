@@ -50,22 +50,54 @@
 // errors fail the decision, as does keyfunc.Route where the framework
 // cannot know the route (keyfunc.ErrRouteUnknown).
 //
+// # Rates and costs per request
+//
+// WithRateFunc chooses each request's rate (a plan, a tenant's contract)
+// and WithCostFunc its cost (a batch's size); the adapters also take them
+// as functions of their framework's own context. The limiter name stays the
+// policy name and the key: a key whose rate changes keeps one budget. A cost
+// above the rate is answered 413, since the request could never be served.
+//
 // # Wait mode
 //
 // With WithWait, a request over the limit waits for a permit, but only when
 // the exact time until the permit comes back fits in both the maximum wait
 // and what is left of the request's own deadline; otherwise it is rejected
-// at once. A client that goes away ends its wait. At most WithMaxWaiters
-// requests wait at once in one policy; beyond that they are rejected.
+// at once. Waiters on one key take turns, first come first served, and a
+// request joins only when its turn can come in time, counting the permits
+// the waiters ahead of it need at the rate. A client that goes away ends
+// its wait. At most WithMaxWaiters requests wait at once in one policy, and
+// WithMaxWaitersPerKey on one key; beyond that they are rejected.
 //
 // # Failure policy
 //
-// Each Redis round trip has its own timeout (100 ms by default). When
-// Redis is down or slow, or a key function fails, the decision fails: by
-// default the request is served (fail open) and the error goes to the
-// adapter's error handler, which logs it; WithFailClosed answers 503
-// instead. No decision hangs a request, and no error text reaches a
-// response.
+// Each Redis round trip has a timeout (100 ms by default). When Redis is
+// down or slow, by default (WithFailLocal) each process decides in memory,
+// at its share of the rate, with the same keys, headers and 429s, and asks
+// Redis again with one request a second; WithFailOpen serves requests and
+// passes the error to the adapter's error handler, which logs it;
+// WithFailClosed answers 503. Local overload (core.ErrOverloaded: decisions
+// queued in this process past their deadline) is decided in memory, or,
+// under fail open or closed, shed with a 429. A key function that fails
+// fails the decision: it is served, or answered 503 under fail closed, and
+// its error goes to the error handler. No decision hangs a request, and no
+// error text reaches a response.
+//
+// # The limits of one request
+//
+// An adapter tells the policies of one request two things: that a round
+// trip of an earlier one failed (Decision.RedisFailed, Decide's
+// redisFailed), so that later ones do not wait for Redis again, and that a
+// later one refused the request (Refused, Done's refusedLater), so that
+// earlier ones give back their grants: a request refused by one limit takes
+// nothing from the others. Done also gives a grant back when the response
+// status matches WithRefund.
+//
+// # Observing
+//
+// WithObserver reports each decision and each change of the local fallback
+// to an observe.Observer; WithDryRun decides as usual but serves every
+// request, so the observer shows what a limit would do before it does.
 //
 // # Headers
 //
@@ -83,9 +115,12 @@
 // # Writing an adapter
 //
 // An adapter builds its Policy once, with New, and panics if New fails.
-// For each request it calls Decide with a keyfunc.Request of its framework,
-// writes the headers with SetHeaders, gives a Denied request to its deny
-// handler and a Failed one's Err to its error handler (LogError by
-// default), and answers with Reply's status and body, or, when the status
-// is 0, calls the next handler.
+// For each request it calls Decide with a keyfunc.Request of its framework
+// and the request's redis-failed flag, sets that flag when
+// Decision.RedisFailed, writes the headers with SetHeaders, marks the
+// request refused when Refused, gives a Denied request to its deny handler
+// and a Failed one's Err to its error handler (LogError by default), and
+// answers with Reply's status and body; or, when the status is 0, calls the
+// next handler and then Done with the response status and the refused
+// mark. The example adapter shows it in about 100 lines.
 package policy
