@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -36,20 +37,26 @@ func (f *fallback) deciding(p *Policy) bool {
 	return now < next || !f.probe.CompareAndSwap(next, now+int64(probeEvery))
 }
 
-// start makes the fallback decide, after a round trip to Redis failed.
-func (f *fallback) start(p *Policy) {
+// start makes the fallback decide, after a round trip to Redis failed
+// with err, and says so once: to the observer and in the log.
+func (f *fallback) start(p *Policy, err error) {
 	if f.active.CompareAndSwap(false, true) {
 		f.probe.Store(time.Now().Add(probeEvery).UnixNano())
 		if p.observer != nil {
 			p.observer.Fallback(p.name, true)
 		}
+		slog.Warn("rate limiter: redis cannot decide; limiting in memory at this process's share until it can",
+			"policy", p.name, "err", err)
 	}
 }
 
 // redisBack hands decisions back to Redis, after a round trip succeeded.
 func (f *fallback) redisBack(p *Policy) {
-	if f.active.Load() && f.active.CompareAndSwap(true, false) && p.observer != nil {
-		p.observer.Fallback(p.name, false)
+	if f.active.Load() && f.active.CompareAndSwap(true, false) {
+		if p.observer != nil {
+			p.observer.Fallback(p.name, false)
+		}
+		slog.Info("rate limiter: redis decides again", "policy", p.name)
 	}
 }
 

@@ -287,7 +287,7 @@ func (p *Policy) withoutRedis(d Decision, name string, err error, skipped bool) 
 	switch {
 	case p.failure == failLocal:
 		if !overload && !skipped {
-			p.fallback.start(p)
+			p.fallback.start(p, err)
 		}
 		return p.local(d, name)
 	case overload:
