@@ -1,0 +1,71 @@
+package nethttprl_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/nethttprl"
+)
+
+// slowRedis delays every round trip to Redis.
+type slowRedis struct{ delay time.Duration }
+
+func (slowRedis) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h slowRedis) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		select {
+		case <-time.After(h.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h slowRedis) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		select {
+		case <-time.After(h.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A route with two limits answers within one decision timeout while Redis
+// hangs: once the first limit's round trip has timed out, the second
+// decides without asking Redis.
+func TestTwoLimitsOneTimeout(t *testing.T) {
+	s := redistest.Shared(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(slowRedis{delay: 2 * time.Second})
+	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	require.NoError(t, err)
+	const timeout = 300 * time.Millisecond
+	for _, fail := range []nethttprl.Option{nethttprl.WithFailOpen(), nethttprl.WithFailLocal(1)} {
+		first := nethttprl.New(c, core.PerMinute(10), nethttprl.WithTimeout(timeout), fail)
+		second := nethttprl.New(c, core.PerHour(100), nethttprl.WithTimeout(timeout), fail)
+		h := first(second(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })))
+		start := time.Now()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		took := time.Since(start)
+		assert.Equal(t, http.StatusOK, w.Code)
+		assert.GreaterOrEqual(t, took, timeout, "the first limit waited for Redis")
+		assert.Less(t, took, timeout+timeout/2, "the second did not: one timeout, not two")
+	}
+}
