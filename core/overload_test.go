@@ -7,30 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/redistest"
 )
-
-// slowHook delays every command and pipeline sent to Redis.
-type slowHook struct{ delay time.Duration }
-
-func (slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		time.Sleep(h.delay)
-		return next(ctx, cmd)
-	}
-}
-
-func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		time.Sleep(h.delay)
-		return next(ctx, cmds)
-	}
-}
 
 // Calls that wait in this process for a round trip until their deadline
 // report local overload (ErrOverloaded), not a Redis failure; a call whose
@@ -39,7 +20,7 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
 		// One round trip at a time, each 300 ms: the first call takes it, the
 		// others wait in this process past their 100 ms.
-		e.rdb.AddHook(slowHook{delay: 300 * time.Millisecond})
+		e.rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
 		c := e.client(t, core.WithCoalescing(1))
 		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 1000, time.Minute)), core.WithCallTimeout(100*time.Millisecond))
 		var (

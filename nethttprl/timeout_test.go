@@ -1,7 +1,6 @@
 package nethttprl_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,33 +17,6 @@ import (
 	"github.com/redlimit/redlimit/nethttprl"
 )
 
-// slowRedis delays every round trip to Redis.
-type slowRedis struct{ delay time.Duration }
-
-func (slowRedis) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h slowRedis) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		select {
-		case <-time.After(h.delay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h slowRedis) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		select {
-		case <-time.After(h.delay):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // A route with two limits answers within one decision timeout while Redis
 // hangs: once the first limit's round trip has timed out, the second
 // decides without asking Redis.
@@ -52,7 +24,7 @@ func TestTwoLimitsOneTimeout(t *testing.T) {
 	s := redistest.Shared(t)
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	rdb.AddHook(slowRedis{delay: 2 * time.Second})
+	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
 	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
 	const timeout = 300 * time.Millisecond

@@ -1,14 +1,12 @@
 package policy_test
 
 import (
-	"context"
 	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -142,7 +140,7 @@ func TestWaitersTakeTurnsAndHopelessOnesLeaveAtOnce(t *testing.T) {
 // served unlimited; under the local fallback, the fallback decides it.
 func TestOverloadIsShed(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
-	rdb.AddHook(slowHook{300 * time.Millisecond})
+	rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
 	c, err := core.New(rdb, core.WithCoalescing(1), core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -177,23 +175,5 @@ func TestOverloadIsShed(t *testing.T) {
 			assert.Equal(t, 9, obs.count(tc.want), "%s: the queued decisions", tc.name)
 			assert.Equal(t, 1, obs.count(tc.wantFirst), "%s: the decision whose round trip timed out", tc.name)
 		}
-	}
-}
-
-type slowHook struct{ delay time.Duration }
-
-func (slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		time.Sleep(h.delay)
-		return next(ctx, cmd)
-	}
-}
-
-func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		time.Sleep(h.delay)
-		return next(ctx, cmds)
 	}
 }
