@@ -196,11 +196,12 @@ func WithDenyHandler(deny echo.HandlerFunc) Option {
 	return func(c *config) { c.deny = deny }
 }
 
-// WithErrorHandler is called when no decision could be made (Redis down or
-// slow, a key function failed), instead of the default, which logs. If it
-// returns an error, the middleware returns it; if it writes a response,
-// that response stands; otherwise the failure policy applies: serve (fail
-// open) or 503 (fail closed).
+// WithErrorHandler is called when a decision fails (Redis down or slow under
+// WithFailOpen or WithFailClosed, or a key function failed: the default
+// local fallback decides without failing), instead of the default, which
+// logs. If it returns an error, the middleware returns it; if it writes a
+// response, that response stands; otherwise the request is served, or
+// refused with 503 under WithFailClosed.
 func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
 	return func(c *config) { c.onError = onError }
 }

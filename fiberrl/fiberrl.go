@@ -188,11 +188,12 @@ func WithDenyHandler(deny fiber.Handler) Option {
 	return func(c *config) { c.deny = deny }
 }
 
-// WithErrorHandler is called when no decision could be made (Redis down or
-// slow, a key function failed), instead of the default, which logs. If it
-// answers the request (sets a status or a body, or returns an error, which
-// goes to Fiber), that answer stands; otherwise the failure policy applies:
-// serve (fail open) or 503 (fail closed).
+// WithErrorHandler is called when a decision fails (Redis down or slow under
+// WithFailOpen or WithFailClosed, or a key function failed: the default
+// local fallback decides without failing), instead of the default, which
+// logs. If it answers the request (sets a status or a body, or returns an
+// error, which goes to Fiber), that answer stands; otherwise the request is
+// served, or answered 503 under WithFailClosed.
 func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
 	return func(c *config) { c.onError = onError }
 }

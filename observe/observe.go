@@ -24,10 +24,11 @@ const (
 	// WaitedAllowed: over the limit at first; waited for a permit, then
 	// served.
 	WaitedAllowed
-	// ErrorServed: no decision (Redis down or slow, no key): served, as the
-	// failure policy (fail open) says.
+	// ErrorServed: no decision (Redis down or slow under fail open, a key
+	// function failed, or no key under WithMissingKeyServe): served.
 	ErrorServed
-	// ErrorRejected: no decision: rejected with 503 (fail closed).
+	// ErrorRejected: no decision: rejected (503 under fail closed, 403 for
+	// a request with no key under WithMissingKeyDeny).
 	ErrorRejected
 	// DryRunDenied: over the limit, but served: the policy runs dry.
 	DryRunDenied
