@@ -21,11 +21,12 @@ import (
 // round trip itself: a runner goroutine does, and the call waits for it only
 // until its deadline.
 type batcher struct {
-	c     *Client
-	max   int // round trips in flight at once; 0: no bound, no queue
-	mu    sync.Mutex
-	busy  int       // round trips in flight
-	queue []*waiter // calls waiting for a round trip
+	c        *Client
+	max      int // round trips in flight at once; 0: no bound, no queue
+	maxQueue int // calls waiting at once; beyond, ErrOverloaded
+	mu       sync.Mutex
+	busy     int       // round trips in flight
+	queue    []*waiter // calls waiting for a round trip
 }
 
 // waiter is one call handed to a runner goroutine.
@@ -34,13 +35,11 @@ type waiter struct {
 	deadline time.Time     // the caller's deadline; zero if none
 	done     chan struct{} // signalled once, when cl has its reply
 	gone     bool          // the caller stopped waiting (its context ended)
-	sent     bool          // a runner took it: its round trip is under way
 }
 
-// maxQueue bounds the calls waiting for a round trip in one batcher: beyond
-// it, calls fail at once with ErrOverloaded instead of waiting for a
-// deadline they would miss.
-const maxQueue = 8192
+// DefaultMaxQueue bounds the calls waiting for a round trip in one batcher
+// (see WithMaxQueue).
+const DefaultMaxQueue = 8192
 
 // do runs cl, alone or in a pipeline with other calls, and returns when cl
 // has its reply, or ctx's error when ctx is done first.
@@ -62,12 +61,11 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 	switch {
 	case free:
 		b.busy++
-		w.sent = true
 		b.mu.Unlock()
 		go b.run([]*waiter{w})
-	case len(b.queue) >= maxQueue:
+	case len(b.queue) >= b.maxQueue:
 		b.mu.Unlock()
-		return fmt.Errorf("%w: %d calls already waiting", ErrOverloaded, maxQueue)
+		return fmt.Errorf("%w: %d calls already waiting", ErrOverloaded, b.maxQueue)
 	default:
 		b.queue = append(b.queue, w)
 		b.mu.Unlock()
@@ -82,14 +80,12 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 		default:
 		}
 		// A queued call is dropped from its round trip; one already sent
-		// completes unseen.
+		// completes unseen. (Each round trip that ends takes the whole
+		// queue: a call waits behind no more than the round trips in
+		// flight, so one whose deadline came first waited for Redis.)
 		b.mu.Lock()
 		w.gone = true
-		sent := w.sent
 		b.mu.Unlock()
-		if !sent {
-			return fmt.Errorf("%w (%w)", ErrOverloaded, ctx.Err())
-		}
 		return ctx.Err()
 	}
 }
@@ -115,7 +111,6 @@ func (b *batcher) take() []*waiter {
 	n := 0
 	for _, w := range batch {
 		if !w.gone {
-			w.sent = true
 			batch[n] = w
 			n++
 		}

@@ -113,6 +113,21 @@ func WithCoalescing(maxInFlight int) Option {
 	})
 }
 
+// WithMaxQueue bounds the calls that wait for a round trip (with
+// coalescing: all round trips in flight busy) to n, per Cluster slot on a
+// Cluster; beyond it, calls fail at once with an error wrapping
+// ErrOverloaded, instead of waiting for a deadline they would miss. The
+// default is DefaultMaxQueue.
+func WithMaxQueue(n int) Option {
+	return optionFunc(func(c *Client) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max queue %d below 1", ErrInvalidOption, n)
+		}
+		c.batch.maxQueue = n
+		return nil
+	})
+}
+
 // New returns a Client that keeps its limiters in rdb, which may be a
 // single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
 // service can start while Redis is down; it only checks its arguments.
@@ -138,7 +153,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		across = true
 	}
 	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
-	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0)}
+	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)

@@ -29,7 +29,7 @@ func (c *Client) batcherFor(l *Limiter) *batcher {
 	if b := p.Load(); b != nil {
 		return b
 	}
-	b := &batcher{c: c, max: c.slots.max}
+	b := &batcher{c: c, max: c.slots.max, maxQueue: c.batch.maxQueue}
 	if p.CompareAndSwap(nil, b) {
 		return b
 	}

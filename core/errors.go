@@ -26,10 +26,9 @@ var (
 	ErrInvalidDuration = errors.New("core: invalid duration")
 	// ErrInvalidOption: an option given to New or Limiter is not valid.
 	ErrInvalidOption = errors.New("core: invalid option")
-	// ErrOverloaded: the call's deadline came while it still waited in this
-	// process for a round trip (more calls than Redis answers in time), or
-	// too many calls were waiting already. Redis may be healthy: this is
-	// local overload, not a Redis failure. The error also wraps the
-	// context's error when the deadline came.
+	// ErrOverloaded: too many calls were waiting for a round trip already
+	// (WithMaxQueue): local overload, not a Redis failure, and the call was
+	// not sent. (A call that waits while Redis answers nothing in time fails
+	// with its deadline, as Redis's failure.)
 	ErrOverloaded = errors.New("core: overloaded: the call waited in this process past its deadline")
 )

@@ -13,15 +13,16 @@ import (
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
-// Calls that wait in this process for a round trip until their deadline
-// report local overload (ErrOverloaded), not a Redis failure; a call whose
-// round trip was under way reports the deadline alone.
+// Calls beyond the bound of waiting calls fail at once with ErrOverloaded:
+// local overload, not a Redis failure. Calls that waited while Redis
+// answered nothing in time fail with their deadline: that is Redis's
+// failure.
 func TestOverloadIsNotARedisFailure(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
-		// One round trip at a time, each 300 ms: the first call takes it, the
-		// others wait in this process past their 100 ms.
+		// One round trip at a time, each 300 ms: the first call takes it,
+		// one more may wait, the others are turned away.
 		e.rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
-		c := e.client(t, core.WithCoalescing(1))
+		c := e.client(t, core.WithCoalescing(1), core.WithMaxQueue(1))
 		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 1000, time.Minute)), core.WithCallTimeout(100*time.Millisecond))
 		var (
 			mu                   sync.Mutex
@@ -32,12 +33,13 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				start := time.Now()
 				_, err := l.TryAcquire(bg, 1)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
 				case errors.Is(err, core.ErrOverloaded):
-					assert.ErrorIs(t, err, context.DeadlineExceeded)
+					assert.Less(t, time.Since(start), 50*time.Millisecond, "turned away at once")
 					overloaded++
 				case errors.Is(err, context.DeadlineExceeded):
 					deadline++
@@ -45,12 +47,12 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 					t.Errorf("want a deadline or overload, got %v", err)
 				}
 			}()
-			if i == 0 {
-				time.Sleep(10 * time.Millisecond) // the first call takes the one round trip
+			if i < 2 {
+				time.Sleep(10 * time.Millisecond) // the first takes the round trip, the second waits
 			}
 		}
 		wg.Wait()
-		assert.Equal(t, 1, deadline, "the call whose round trip was under way")
-		assert.Equal(t, 19, overloaded, "the calls that waited in this process")
+		assert.Equal(t, 2, deadline, "the call in flight, and the one that waited while Redis answered nothing")
+		assert.Equal(t, 18, overloaded, "the calls beyond the bound")
 	})
 }

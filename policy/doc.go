@@ -76,9 +76,9 @@
 // at its share of the rate, with the same keys, headers and 429s, and asks
 // Redis again with one request a second; WithFailOpen serves requests and
 // passes the error to the adapter's error handler, which logs it;
-// WithFailClosed answers 503. Local overload (core.ErrOverloaded: decisions
-// queued in this process past their deadline) is decided in memory, or,
-// under fail open or closed, shed with a 429. A key function that fails
+// WithFailClosed answers 503. Local overload (core.ErrOverloaded: more
+// decisions waiting for Redis than the Client allows) is decided in memory,
+// or, under fail open or closed, shed with a 429. A key function that fails
 // fails the decision: it is served, or answered 503 under fail closed, and
 // its error goes to the error handler. No decision hangs a request, and no
 // error text reaches a response.

@@ -135,19 +135,23 @@ func TestWaitersTakeTurnsAndHopelessOnesLeaveAtOnce(t *testing.T) {
 	assert.Equal(t, 6, atOnce, "the others are rejected at once")
 }
 
-// Local overload (decisions queued in this process past their deadline) is
-// no Redis failure: under fail open the request is shed with a 429, not
-// served unlimited; under the local fallback, the fallback decides it.
+// Local overload (more decisions waiting in this process than the Client
+// allows: core.ErrOverloaded) is no Redis failure: under fail open the
+// request is shed with a 429, not served unlimited; under the local
+// fallback, the fallback decides it.
 func TestOverloadIsShed(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
-	c, err := core.New(rdb, core.WithCoalescing(1), core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	// One round trip at a time, one decision waiting: of 10 at once, 8 are
+	// turned away.
+	c, err := core.New(rdb, core.WithCoalescing(1), core.WithMaxQueue(1),
+		core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		name      string
-		opt       policy.Option
-		want      observe.Outcome
-		wantFirst observe.Outcome // the decision whose round trip was under way, and timed out
+		name       string
+		opt        policy.Option
+		overloaded observe.Outcome // the 8 turned away
+		timedOut   observe.Outcome // the 2 that waited for Redis past the timeout
 	}{
 		{"open", policy.WithFailOpen(), observe.Shed, observe.ErrorServed},
 		{"local", policy.WithFailLocal(1), observe.FallbackAllowed, observe.FallbackAllowed},
@@ -160,20 +164,20 @@ func TestOverloadIsShed(t *testing.T) {
 		for i := range 10 {
 			wg.Go(func() {
 				d := p.Decide(newReq("192.0.2."+strconv.Itoa(i)+":1"), false)
-				if tc.want == observe.Shed && d.Outcome == policy.Denied {
+				if tc.overloaded == observe.Shed && d.Outcome == policy.Denied {
 					assert.Equal(t, time.Second, d.Result.RetryAfter, "an honest Retry-After: the decision timeout, rounded up")
 				}
 			})
-			if i == 0 {
-				time.Sleep(10 * time.Millisecond) // the first takes the one round trip
+			if i < 2 {
+				time.Sleep(10 * time.Millisecond) // the first takes the round trip, the second waits
 			}
 		}
 		wg.Wait()
-		if tc.want == tc.wantFirst {
-			assert.Equal(t, 10, obs.count(tc.want), "%s: every decision", tc.name)
+		if tc.overloaded == tc.timedOut {
+			assert.Equal(t, 10, obs.count(tc.overloaded), "%s: every decision", tc.name)
 		} else {
-			assert.Equal(t, 9, obs.count(tc.want), "%s: the queued decisions", tc.name)
-			assert.Equal(t, 1, obs.count(tc.wantFirst), "%s: the decision whose round trip timed out", tc.name)
+			assert.Equal(t, 8, obs.count(tc.overloaded), "%s: the decisions turned away", tc.name)
+			assert.Equal(t, 2, obs.count(tc.timedOut), "%s: the decisions that waited for Redis", tc.name)
 		}
 	}
 }
