@@ -30,5 +30,5 @@ var (
 	// (WithMaxQueue): local overload, not a Redis failure, and the call was
 	// not sent. (A call that waits while Redis answers nothing in time fails
 	// with its deadline, as Redis's failure.)
-	ErrOverloaded = errors.New("core: overloaded: the call waited in this process past its deadline")
+	ErrOverloaded = errors.New("core: overloaded: too many calls waiting for redis")
 )
