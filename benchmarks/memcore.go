@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlimit/redlimit/internal/memredis"
+	"github.com/redlimit/redlimit/internal/testkit/memredis"
 )
 
 // newMemoryRedis returns a Redis that answers the limiter's scripts from

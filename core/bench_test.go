@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 // Benchmarks of one decision against a real redis-server:

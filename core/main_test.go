@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 // TestMain runs the tests, or, when the test binary was started by

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/memredis"
+	"github.com/redlimit/redlimit/internal/testkit/memredis"
 )
 
 func BenchmarkDecisionMemory(b *testing.B) {

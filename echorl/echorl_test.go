@@ -11,8 +11,8 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
-	"github.com/redlimit/redlimit/internal/conformance"
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/conformance"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

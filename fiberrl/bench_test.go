@@ -11,7 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/fiberrl"
-	"github.com/redlimit/redlimit/internal/memredis"
+	"github.com/redlimit/redlimit/internal/testkit/memredis"
 )
 
 // BenchmarkMiddleware measures one request through fiber with and without

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/ginrl"
-	"github.com/redlimit/redlimit/internal/memredis"
+	"github.com/redlimit/redlimit/internal/testkit/memredis"
 )
 
 // BenchmarkMiddleware measures one request through gin with and without the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/memredis"
+	"github.com/redlimit/redlimit/internal/testkit/memredis"
 	"github.com/redlimit/redlimit/nethttprl"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/conformance"
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/conformance"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/policy"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/faultproxy"
+	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
 	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/policy"
 )

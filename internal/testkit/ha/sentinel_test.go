@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 // TestSentinelFailover kills the master of a Sentinel deployment (1 master,

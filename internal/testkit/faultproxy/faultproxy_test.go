@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/redlimit/redlimit/internal/faultproxy"
+	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
 )
 
 // Every test closes what it opens: Close leaks no goroutine.

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/faultproxy"
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/nethttprl"
 )
 

@@ -3,7 +3,7 @@ package ha_test
 import (
 	"testing"
 
-	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/memredis"
+	"github.com/redlimit/redlimit/internal/testkit/memredis"
 )
 
 func TestAnswersAcquire(t *testing.T) {

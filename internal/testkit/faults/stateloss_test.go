@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/faultproxy"
+	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
 	"github.com/redlimit/redlimit/nethttprl"
 )
 
