@@ -9,7 +9,7 @@
 // A KeyFunc returns its key as a plain string:
 //
 //	key := keyfunc.Join(keyfunc.Route(), keyfunc.User("user"))
-//	k, err := key(req) // "GET /users/:id:alice"
+//	k, err := key(req) // "GET%20%2Fusers%2F%3Aid:alice": each part escaped
 //
 // # Escaping
 //
@@ -21,7 +21,9 @@
 // replaced by '~' and a base64url SHA-256 digest, a form escaping cannot
 // produce. Different keys therefore give different limiter names. Join
 // escapes each of its parts before joining them with ':', so a user named
-// "a:GET" cannot share a key with user "a" on a GET route. API keys are
+// "a:GET" cannot share a key with user "a" on a GET route; the policy then
+// escapes the joined key as any other, so its parts are escaped twice
+// ("%" becomes "%25"), which keeps keys apart all the same. API keys are
 // never used raw: APIKey returns their digest.
 //
 // # Client addresses behind proxies

@@ -422,21 +422,3 @@ func TestTrustProxies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, netip.MustParseAddr("10.1.2.3"), got)
 }
-
-// peerReq reports its peer as an address, not as a string.
-type peerReq struct {
-	*fakeReq
-	addr netip.Addr
-}
-
-func (r *peerReq) PeerAddr() (netip.Addr, bool) { return r.addr, r.addr.IsValid() }
-
-func TestIPUsesPeerAddr(t *testing.T) {
-	r := &peerReq{fakeReq: &fakeReq{remote: "not an address"}, addr: netip.MustParseAddr("::ffff:192.0.2.7")}
-	ip := keyfunc.IP()
-	k, err := ip(r)
-	require.NoError(t, err)
-	assert.Equal(t, "192.0.2.7", k, "PeerAddr wins over RemoteAddr, unmapped")
-	_, err = keyfunc.IP()(&peerReq{fakeReq: &fakeReq{remote: "192.0.2.1:1"}})
-	assert.ErrorIs(t, err, keyfunc.ErrNoKey, "no peer address")
-}
