@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/internal/slot"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

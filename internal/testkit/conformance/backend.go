@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/internal/slot"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 // backend is the Redis deployment the table runs against.

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/internal/slot"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 const prefix = "ha:"
