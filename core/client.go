@@ -113,6 +113,10 @@ func WithCoalescing(maxInFlight int) Option {
 	})
 }
 
+// DefaultMaxQueue is the default bound of WithMaxQueue: how many calls may
+// wait for a round trip at once (per hash slot on a Redis Cluster).
+const DefaultMaxQueue = 8192
+
 // WithMaxQueue bounds the calls that wait for a round trip (with
 // coalescing: all round trips in flight busy) to n, per Cluster slot on a
 // Cluster; beyond it, calls fail at once with an error wrapping

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/redlimit/redlimit/internal/slot"
@@ -427,4 +428,14 @@ func (l *Limiter) checkPermits(n int64) error {
 		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.coded.rate.Permits)
 	}
 	return nil
+}
+
+// jitter returns a small random delay added to a wait, so that waiters that
+// were denied together do not all retry in the same millisecond.
+func jitter(wait time.Duration) time.Duration {
+	limit := min(wait/16, 5*time.Millisecond)
+	if limit <= 0 {
+		return 0
+	}
+	return rand.N(limit)
 }

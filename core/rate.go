@@ -212,3 +212,20 @@ func (r Rate) withKeepAlive() Rate {
 	}
 	return r
 }
+
+// rateStrings formats r as the scripts take it: rate, interval ms, type,
+// keepAlive ms.
+func rateStrings(r Rate) [4]string {
+	return [4]string{
+		strconv.FormatInt(r.Permits, 10),
+		strconv.FormatInt(r.Interval.Milliseconds(), 10),
+		strconv.Itoa(int(r.Type)),
+		strconv.FormatInt(r.KeepAlive.Milliseconds(), 10),
+	}
+}
+
+// rateArgs formats r as script arguments.
+func rateArgs(r Rate) []any {
+	a := rateStrings(r)
+	return []any{a[0], a[1], a[2], a[3]}
+}

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"time"
+)
 
 // Result is the outcome of one acquire decision.
 type Result struct {
@@ -32,3 +36,16 @@ type Grant struct {
 
 // IsZero reports whether g identifies no grant.
 func (g Grant) IsZero() bool { return g.member == "" }
+
+// newMember returns the log member of one acquire: Redisson's 21-byte
+// layout, the byte 0x10, a random 16-byte id, then the permits as a
+// little-endian uint32. The id also makes the acquire idempotent: a resent
+// script finds its member and does not take the permits again.
+func newMember(permits int64) string {
+	var m [21]byte
+	m[0] = 16
+	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
+	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
+	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
+	return string(m[:])
+}

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/internal/slot"
 )
 
 // A call is one script call on a limiter's keys, waiting for its reply.
@@ -216,6 +221,194 @@ func (l *Limiter) appendRateArgs(args []any) []any {
 	return append(args, &noArg, &noArg, &noArg, &noArg)
 }
 
+// batcher runs the round trips of a Client (on a Redis Cluster, of one hash
+// slot). A call that finds fewer than max round trips in flight makes its
+// own at once, so a lone caller pays nothing; calls that find them all busy
+// queue up, and each round trip that ends takes the whole queue with it:
+// one pipeline, in which the acquires on one limiter share a script call.
+// Throughput then grows with concurrency instead of with connections. With
+// max 0 (coalescing off) every call makes its own round trip.
+//
+// A call with a deadline that go-redis would not honour (it stops its I/O at
+// a context's deadline only with ContextTimeoutEnabled) never makes its
+// round trip itself: a runner goroutine does, and the call waits for it only
+// until its deadline.
+type batcher struct {
+	c        *Client
+	max      int // round trips in flight at once; 0: no bound, no queue
+	maxQueue int // calls waiting at once; beyond, ErrOverloaded
+	mu       sync.Mutex
+	busy     int       // round trips in flight
+	queue    []*waiter // calls waiting for a round trip
+}
+
+// waiter is one call handed to a runner goroutine.
+type waiter struct {
+	cl       *call
+	deadline time.Time     // the caller's deadline; zero if none
+	done     chan struct{} // signalled once, when cl has its reply
+	gone     bool          // the caller stopped waiting (its context ended)
+}
+
+// do runs cl, alone or in a pipeline with other calls, and returns when cl
+// has its reply, or ctx's error when ctx is done first.
+func (b *batcher) do(ctx context.Context, cl *call) error {
+	dl, hasDeadline := ctx.Deadline()
+	direct := b.c.ctxIO || !hasDeadline
+	b.mu.Lock()
+	free := b.max == 0 || b.busy < b.max
+	if free && direct {
+		b.busy++
+		b.mu.Unlock()
+		b.c.send(ctx, []*call{cl})
+		b.next()
+		return nil
+	}
+	// Not pooled: a channel made inside a testing/synctest bubble must not
+	// be used outside it, and users' tests may run this in bubbles.
+	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1)}
+	switch {
+	case free:
+		b.busy++
+		b.mu.Unlock()
+		go b.run([]*waiter{w})
+	case len(b.queue) >= b.maxQueue:
+		b.mu.Unlock()
+		return fmt.Errorf("%w: %d calls already waiting", ErrOverloaded, b.maxQueue)
+	default:
+		b.queue = append(b.queue, w)
+		b.mu.Unlock()
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-w.done: // the reply came too: select chose at random
+			return nil
+		default:
+		}
+		// A queued call is dropped from its round trip; one already sent
+		// completes unseen. (Each round trip that ends takes the whole
+		// queue: a call waits behind no more than the round trips in
+		// flight, so one whose deadline came first waited for Redis.)
+		b.mu.Lock()
+		w.gone = true
+		b.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// next hands the ending round trip's slot to the queue, if any.
+func (b *batcher) next() {
+	b.mu.Lock()
+	batch := b.take()
+	if len(batch) == 0 {
+		b.busy--
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	go b.run(batch)
+}
+
+// take removes and returns the queued calls that still wait. It requires
+// that b.mu is held.
+func (b *batcher) take() []*waiter {
+	batch := b.queue
+	b.queue = nil
+	n := 0
+	for _, w := range batch {
+		if !w.gone {
+			batch[n] = w
+			n++
+		}
+	}
+	return batch[:n]
+}
+
+// run sends batch as one round trip, wakes its callers, and goes on with
+// whatever queued meanwhile.
+func (b *batcher) run(batch []*waiter) {
+	for len(batch) > 0 {
+		ctx, cancel := batchContext(batch)
+		calls := make([]*call, len(batch))
+		for i, w := range batch {
+			calls[i] = w.cl
+		}
+		b.c.send(ctx, calls)
+		cancel()
+		b.mu.Lock()
+		for _, w := range batch {
+			if !w.gone {
+				w.done <- struct{}{}
+			}
+		}
+		batch = b.take()
+		if len(batch) == 0 {
+			b.busy--
+		}
+		b.mu.Unlock()
+		// Let the callers just woken run before the next round trip: when
+		// replies come at once (a Redis answering from memory), this loop
+		// would otherwise keep the CPU for a whole time slice.
+		runtime.Gosched()
+	}
+}
+
+// batchContext bounds a pipeline by the latest deadline of its calls, or
+// not at all if one has none; each caller still waits only until its own.
+func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, w := range batch {
+		if w.deadline.IsZero() {
+			return context.Background(), func() {}
+		}
+		if w.deadline.After(latest) {
+			latest = w.deadline
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
+// On a Redis Cluster with coalescing, a Client keeps one batcher per hash
+// slot, created on first use: a pipeline then never spans two slots, hence
+// two masters, so decisions on the keys of a master that is down or slow
+// never wait behind (or share the deadline of) round trips to it. The
+// limiter's keys all share one slot, that of its name's hash tag.
+type slotBatchers struct {
+	max int
+	b   [slot.Count]atomic.Pointer[batcher]
+}
+
+// batcherFor returns the batcher of l's round trips.
+func (c *Client) batcherFor(l *Limiter) *batcher {
+	if c.slots == nil {
+		return c.batch
+	}
+	p := &c.slots.b[l.slot]
+	if b := p.Load(); b != nil {
+		return b
+	}
+	b := &batcher{c: c, max: c.slots.max, maxQueue: c.batch.maxQueue}
+	if p.CompareAndSwap(nil, b) {
+		return b
+	}
+	return p.Load()
+}
+
+// clusterSetup readies c for a Cluster client once its options are applied.
+func (c *Client) clusterSetup() {
+	rc, ok := c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	c.reload = rc.ReloadState
+	if c.batch.max > 0 {
+		c.slots = &slotBatchers{max: c.batch.max}
+	}
+}
+
 // honoursContext reports whether go-redis stops rdb's I/O at a context's
 // deadline (its ContextTimeoutEnabled option).
 func honoursContext(rdb redis.UniversalClient) bool {
@@ -241,6 +434,24 @@ func deadlineError(ctx context.Context, err error) error {
 	var ne net.Error
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+	}
+	return err
+}
+
+// failed notes a round trip that failed with err. On a Redis Cluster, an
+// error that is not Redis's reply (a refused connection, a timeout, a
+// closed connection) may mean a master was replaced: the Client asks
+// go-redis to reload the slot map, which it does at most once at a time.
+// go-redis reloads it by itself only on MOVED replies, which a dead master
+// never sends, and every ClusterStateReloadInterval (a minute by default):
+// without this, the keys of a failed-over master would keep failing for up
+// to that long after their replica took over. It returns err.
+func (c *Client) failed(err error) error {
+	if c.reload != nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrOverloaded) {
+		var reply redis.Error
+		if !errors.As(err, &reply) {
+			c.reload(context.Background())
+		}
 	}
 	return err
 }

@@ -55,13 +55,6 @@ var (
 	scriptRefund     = newScript("refund", luaRefund)
 )
 
-// Reply codes: the first value of every script's reply (lua/lib.lua).
-const (
-	codeOK             = 0
-	codeNotInitialized = 1
-	codeInvalidConfig  = 2
-)
-
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a
 // script it does not have.
 func isNoScript(err error) bool {

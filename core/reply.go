@@ -1,12 +1,16 @@
 package core
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
 	"time"
+)
+
+// Reply codes: the first value of every script's reply (lua/lib.lua).
+const (
+	codeOK             = 0
+	codeNotInitialized = 1
+	codeInvalidConfig  = 2
 )
 
 // acquireReply reads the acquire script's reply v into the calls of
@@ -102,44 +106,4 @@ func parseRate(v []int64) Rate {
 		Interval:  time.Duration(v[1]) * time.Millisecond,
 		KeepAlive: time.Duration(v[3]) * time.Millisecond,
 	}
-}
-
-// rateStrings formats r as the scripts take it: rate, interval ms, type,
-// keepAlive ms.
-func rateStrings(r Rate) [4]string {
-	return [4]string{
-		strconv.FormatInt(r.Permits, 10),
-		strconv.FormatInt(r.Interval.Milliseconds(), 10),
-		strconv.Itoa(int(r.Type)),
-		strconv.FormatInt(r.KeepAlive.Milliseconds(), 10),
-	}
-}
-
-// rateArgs formats r as script arguments.
-func rateArgs(r Rate) []any {
-	a := rateStrings(r)
-	return []any{a[0], a[1], a[2], a[3]}
-}
-
-// newMember returns the log member of one acquire: Redisson's 21-byte
-// layout, the byte 0x10, a random 16-byte id, then the permits as a
-// little-endian uint32. The id also makes the acquire idempotent: a resent
-// script finds its member and does not take the permits again.
-func newMember(permits int64) string {
-	var m [21]byte
-	m[0] = 16
-	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
-	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
-	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
-	return string(m[:])
-}
-
-// jitter returns a small random delay added to a wait, so that waiters that
-// were denied together do not all retry in the same millisecond.
-func jitter(wait time.Duration) time.Duration {
-	limit := min(wait/16, 5*time.Millisecond)
-	if limit <= 0 {
-		return 0
-	}
-	return rand.N(limit)
 }
