@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,7 +24,6 @@ type Client struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	clientID string
-	clock    clock
 	denials  *denialCache  // nil when disabled
 	batch    *batcher      // the round trips (of each slot: see slots)
 	slots    *slotBatchers // Cluster with coalescing: a batcher per slot
@@ -156,7 +154,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	case *redis.Client, *redis.ClusterClient:
 		across = true
 	}
-	c := &Client{rdb: rdb, clock: realClock{}, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
+	c := &Client{rdb: rdb, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
 	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {
@@ -245,25 +243,4 @@ func newUUID() string {
 	s[23] = '-'
 	hex.Encode(s[24:], b[10:])
 	return string(s[:])
-}
-
-// clock is the time source of waits: real in production, driven by tests.
-type clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

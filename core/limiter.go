@@ -182,7 +182,7 @@ func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error)
 func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	var sent time.Time
 	if dc := l.c.denials; dc != nil {
-		sent = l.c.clock.Now()
+		sent = time.Now()
 		if r, ok := dc.get(l.name, permits, sent); ok {
 			return r, nil
 		}
@@ -196,7 +196,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	}
 	r := cl.res
 	if !r.Allowed && l.c.denials != nil {
-		l.c.denials.put(l.name, permits, sent, l.c.clock.Now(), r)
+		l.c.denials.put(l.name, permits, sent, time.Now(), r)
 	}
 	return r, nil
 }
@@ -210,7 +210,7 @@ func (l *Limiter) CachedDenial(permits int64) (Result, bool) {
 	if l.err != nil || l.c.denials == nil {
 		return Result{}, false
 	}
-	return l.c.denials.get(l.name, permits, l.c.clock.Now())
+	return l.c.denials.get(l.name, permits, time.Now())
 }
 
 // forget drops the limiter's cached denial after a change that may free
@@ -230,21 +230,20 @@ func (l *Limiter) TryAcquireWithin(ctx context.Context, permits int64, maxWait t
 	if err := l.checkPermits(permits); err != nil {
 		return Result{}, err
 	}
-	clk := l.c.clock
-	deadline := clk.Now().Add(max(maxWait, 0))
+	deadline := time.Now().Add(max(maxWait, 0))
 	for {
 		r, err := l.acquire(ctx, permits)
 		if err != nil || r.Allowed {
 			return r, err
 		}
-		left := deadline.Sub(clk.Now())
+		left := time.Until(deadline)
 		if d, ok := ctx.Deadline(); ok {
 			left = min(left, time.Until(d))
 		}
 		if r.RetryAfter > left {
 			return r, nil
 		}
-		if err := clk.Sleep(ctx, min(r.RetryAfter+jitter(r.RetryAfter), left)); err != nil {
+		if err := sleep(ctx, min(r.RetryAfter+jitter(r.RetryAfter), left)); err != nil {
 			return Result{}, fmt.Errorf("core: try acquire within: %w", err)
 		}
 	}
@@ -266,7 +265,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int64) error {
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < r.RetryAfter {
 			return fmt.Errorf("core: acquire: permits not available before the deadline: %w", context.DeadlineExceeded)
 		}
-		if err := l.c.clock.Sleep(ctx, wait); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return fmt.Errorf("core: acquire: %w", err)
 		}
 	}
@@ -438,4 +437,16 @@ func jitter(wait time.Duration) time.Duration {
 		return 0
 	}
 	return rand.N(limit)
+}
+
+// sleep waits for d, or until ctx is done, and then returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
