@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// Reply codes: the first value of every script's reply (lua/lib.lua).
+// Status codes, as lua/lib.lua defines them. Every script's reply but
+// acquire's starts with one; acquire's has one per limiter without a rate
+// in code.
 const (
 	codeOK             = 0
 	codeNotInitialized = 1
@@ -14,19 +16,17 @@ const (
 )
 
 // acquireReply reads the acquire script's reply v into the calls of
-// groups, a group per limiter, in order. The reply is {now ms}, then per
-// limiter: for one without a rate in code, its status and, when OK, its
-// stored rate (four values); then per acquire its remaining permits when
-// granted, or -1 - remaining, the retry ms and the reset ms when denied (a
-// retry of -1: more permits than the rate).
+// groups, a group per limiter, in order. The reply starts with the server
+// time in Unix ms (never a status code). Then, per limiter: for one without
+// a rate in code, its status and, when OK, its stored rate (four values);
+// then per acquire its remaining permits when granted, or -1 - remaining,
+// the retry ms and the reset ms when denied (a retry of -1: more permits
+// than the rate).
 func acquireReply(v []int64, groups [][]*call) error {
 	if len(v) == 0 {
 		return errShortReply
 	}
-	if err := replyError(v[:1]); err != nil {
-		return err
-	}
-	at := 1
+	at := 1 // v[0] is the time
 	for _, g := range groups {
 		l := g[0].l
 		rate := Rate{}
@@ -77,9 +77,8 @@ func acquireReply(v []int64, groups [][]*call) error {
 
 var errShortReply = errors.New("core: script reply too short")
 
-// replyError maps the code that starts a script's reply to this package's
-// errors. The acquire script starts its replies with the time instead:
-// any value above the codes is no error.
+// replyError maps the status code that starts v to this package's errors:
+// nil for OK, an error for any other code, known or not.
 func replyError(v []int64) error {
 	if len(v) == 0 {
 		return errShortReply
@@ -91,9 +90,6 @@ func replyError(v []int64) error {
 		return ErrNotInitialized
 	case codeInvalidConfig:
 		return ErrInvalidConfig
-	}
-	if v[0] > codeInvalidConfig {
-		return nil
 	}
 	return fmt.Errorf("core: unknown script reply code %d", v[0])
 }
