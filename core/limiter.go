@@ -26,7 +26,7 @@ type Limiter struct {
 // formatted once.
 type codedRate struct {
 	rate Rate
-	args [4]string // rate, interval ms, type, keepAlive ms
+	args *rateArgs
 }
 
 // A LimiterOption configures a Limiter.
@@ -51,7 +51,7 @@ func WithRate(r Rate) LimiterOption {
 		return limiterOptionFunc(func(*Limiter) error { return err })
 	}
 	r = r.withKeepAlive()
-	cr := &codedRate{rate: r, args: rateStrings(r)}
+	cr := &codedRate{rate: r, args: newRateArgs(r)}
 	return limiterOptionFunc(func(l *Limiter) error {
 		l.coded = cr
 		return nil
@@ -111,7 +111,7 @@ func (l *Limiter) TrySetRate(ctx context.Context, r Rate) (bool, error) {
 	if err := l.check(r); err != nil {
 		return false, err
 	}
-	v, err := l.eval(ctx, scriptTrySetRate, rateArgs(l.stored(r))...)
+	v, err := l.eval(ctx, scriptTrySetRate, newRateArgs(l.stored(r)))
 	if err != nil {
 		return false, fmt.Errorf("core: try set rate: %w", err)
 	}
@@ -140,7 +140,7 @@ func (l *Limiter) setRate(ctx context.Context, r Rate, mode string) (bool, error
 		return false, err
 	}
 	defer l.forget()
-	v, err := l.eval(ctx, scriptSetRate, append(rateArgs(l.stored(r)), mode)...)
+	v, err := l.eval(ctx, scriptSetRate, newRateArgs(l.stored(r)), mode)
 	if err != nil {
 		return false, fmt.Errorf("core: %s rate: %w", mode, err)
 	}
@@ -162,7 +162,7 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 	if l.err != nil {
 		return Rate{}, l.err
 	}
-	v, err := l.eval(ctx, scriptConfig)
+	v, err := l.eval(ctx, scriptConfig, nil)
 	if err != nil {
 		return Rate{}, fmt.Errorf("core: config: %w", err)
 	}
@@ -281,7 +281,7 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 		return err
 	}
 	defer l.forget()
-	if _, err := l.eval(ctx, scriptRelease, l.withRateArgs(permits)...); err != nil {
+	if _, err := l.eval(ctx, scriptRelease, l.scriptRate(), permits); err != nil {
 		return fmt.Errorf("core: release: %w", err)
 	}
 	return nil
@@ -304,7 +304,7 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 		return false, nil
 	}
 	defer l.forget()
-	v, err := l.eval(ctx, scriptRefund, l.withRateArgs(&grant.member)...)
+	v, err := l.eval(ctx, scriptRefund, l.scriptRate(), &grant.member)
 	if err != nil {
 		return false, fmt.Errorf("core: refund: %w", err)
 	}
@@ -317,7 +317,7 @@ func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	v, err := l.eval(ctx, scriptAvailable, l.withRateArgs()...)
+	v, err := l.eval(ctx, scriptAvailable, l.scriptRate())
 	if err != nil {
 		return 0, fmt.Errorf("core: available permits: %w", err)
 	}
@@ -349,7 +349,7 @@ func (l *Limiter) expire(ctx context.Context, ms int64) (bool, error) {
 	if l.err != nil {
 		return false, l.err
 	}
-	v, err := l.eval(ctx, scriptExpire, ms)
+	v, err := l.eval(ctx, scriptExpire, nil, ms)
 	if err != nil {
 		return false, fmt.Errorf("core: expire: %w", err)
 	}
@@ -364,16 +364,19 @@ func (l *Limiter) Delete(ctx context.Context) (bool, error) {
 		return false, l.err
 	}
 	defer l.forget()
-	v, err := l.eval(ctx, scriptDelete)
+	v, err := l.eval(ctx, scriptDelete, nil)
 	if err != nil {
 		return false, fmt.Errorf("core: delete: %w", err)
 	}
 	return v[1] > 0, nil
 }
 
-// eval runs script s on the limiter's keys with args, and returns its reply
-// once its code says OK.
-func (l *Limiter) eval(ctx context.Context, s *script, args ...any) ([]int64, error) {
+// eval runs script s on the limiter's keys with rate (nil for a script
+// that takes none) and args, and returns its reply once its status is OK.
+func (l *Limiter) eval(ctx context.Context, s *script, rate *rateArgs, args ...any) ([]int64, error) {
+	if rate != nil {
+		args = append(rate.appendTo(make([]any, 0, 4+len(args))), args...)
+	}
 	cl := &call{l: l, s: s, args: args}
 	if err := l.c.do(ctx, cl); err != nil {
 		return nil, err
@@ -390,10 +393,13 @@ func (l *Limiter) eval(ctx context.Context, s *script, args ...any) ([]int64, er
 	return cl.reply, nil
 }
 
-// withRateArgs returns the rate given in code (or four empty arguments),
-// then args.
-func (l *Limiter) withRateArgs(args ...any) []any {
-	return append(l.appendRateArgs(make([]any, 0, 4+len(args))), args...)
+// scriptRate returns the rate that the limiter's decisions pass to the
+// scripts: the one given in code, or noRate.
+func (l *Limiter) scriptRate() *rateArgs {
+	if l.coded != nil {
+		return l.coded.args
+	}
+	return &noRate
 }
 
 func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {

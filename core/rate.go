@@ -213,10 +213,17 @@ func (r Rate) withKeepAlive() Rate {
 	return r
 }
 
-// rateStrings formats r as the scripts take it: rate, interval ms, type,
-// keepAlive ms.
-func rateStrings(r Rate) [4]string {
-	return [4]string{
+// rateArgs is a rate as the scripts take it, and as the config hash stores
+// it: rate, interval ms, type and keepAlive ms, in decimal. noRate, four
+// empty strings, stands for no rate given in code.
+type rateArgs [4]string
+
+// noRate is the rateArgs of a limiter without a rate in code.
+var noRate rateArgs
+
+// newRateArgs formats r as the scripts take it.
+func newRateArgs(r Rate) *rateArgs {
+	return &rateArgs{
 		strconv.FormatInt(r.Permits, 10),
 		strconv.FormatInt(r.Interval.Milliseconds(), 10),
 		strconv.Itoa(int(r.Type)),
@@ -224,8 +231,8 @@ func rateStrings(r Rate) [4]string {
 	}
 }
 
-// rateArgs formats r as script arguments.
-func rateArgs(r Rate) []any {
-	a := rateStrings(r)
-	return []any{a[0], a[1], a[2], a[3]}
+// appendTo appends a to a script call's arguments. They point into a, which
+// must not change until the call is done.
+func (a *rateArgs) appendTo(args []any) []any {
+	return append(args, &a[0], &a[1], &a[2], &a[3])
 }

@@ -151,28 +151,20 @@ func groupCalls(calls []*call) [][]*call {
 // sameRate reports whether two limiters of one name decide with the same
 // rate: the same rate given in code, or both the stored one.
 func sameRate(a, b *Limiter) bool {
-	switch {
-	case a.coded == b.coded:
-		return true
-	case a.coded == nil || b.coded == nil:
-		return false
-	}
-	return a.coded.args == b.coded.args
+	return *a.scriptRate() == *b.scriptRate()
 }
-
-// noArg stands for an absent argument: a script reads four of them as "no
-// rate given in code".
-var noArg = ""
 
 // command builds the script call: EVALSHA, or EVAL with the whole script.
 // Its arguments point into the calls and their limiters, which outlive it.
 func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd {
 	first := sc.groups[0][0]
-	n := 3 + 5*len(sc.groups) + len(first.args)
+	n := 3 + 5*len(sc.groups) // the command, the script, the key count, the keys
 	if first.s == scriptAcquire {
 		for _, g := range sc.groups {
-			n += 5 + 2*len(g)
+			n += 4 + 1 + 2*len(g) // the rate, the acquire count, each acquire
 		}
+	} else {
+		n += len(first.args)
 	}
 	args := make([]any, 0, n)
 	if eval {
@@ -189,7 +181,7 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 		return redis.NewIntSliceCmd(ctx, append(args, first.args...)...)
 	}
 	for _, g := range sc.groups {
-		args = g[0].l.appendRateArgs(args)
+		args = g[0].l.scriptRate().appendTo(args)
 		args = append(args, len(g))
 		for _, cl := range g {
 			args = append(args, &cl.permits, &cl.member)
@@ -211,14 +203,6 @@ func (sc *scriptCall) finish(err error) {
 			}
 		}
 	}
-}
-
-// appendRateArgs appends the rate given in code, or four empty arguments.
-func (l *Limiter) appendRateArgs(args []any) []any {
-	if cr := l.coded; cr != nil {
-		return append(args, &cr.args[0], &cr.args[1], &cr.args[2], &cr.args[3])
-	}
-	return append(args, &noArg, &noArg, &noArg, &noArg)
 }
 
 // batcher runs the round trips of a Client (on a Redis Cluster, of one hash
