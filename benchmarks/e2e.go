@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -25,7 +26,6 @@ import (
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/metrics/prometheus"
 	"github.com/redlimit/redlimit/nethttprl"
-	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -50,31 +50,31 @@ type framework struct {
 	build func(client *core.Client, timeout time.Duration, callers int, feature string) op
 }
 
-// features returns the options a feature variant adds: an observer, a rate
-// chosen per request (always the same one), or a refund rule that the
-// answers never match (its bookkeeping, with no refund).
-type featureOptions struct {
-	observer observe.Observer
-	rate     func(keyfunc.Request) (core.Rate, error)
-	refund   func(int) bool
-}
-
-func features(feature string) featureOptions {
-	var f featureOptions
+// benchPolicy returns the policy of scenario e's middleware, with what a
+// feature variant adds: an observer, a rate chosen per request (always the
+// same one), or a refund rule that the answers never match (its
+// bookkeeping, with no refund).
+func benchPolicy(client *core.Client, timeout time.Duration, feature string) *policy.Policy {
+	opts := []policy.Option{policy.WithTimeout(timeout)}
 	switch feature {
 	case variantObserver:
 		obs, err := prometheus.New(promclient.NewRegistry())
 		if err != nil {
 			panic(err)
 		}
-		f.observer = obs
+		opts = append(opts, policy.WithObserver(obs))
 	case variantRateFunc:
-		f.rate = func(keyfunc.Request) (core.Rate, error) { return middlewareRate, nil }
+		opts = append(opts, policy.WithRateFunc(func(keyfunc.Request) (core.Rate, error) { return middlewareRate, nil }))
 	case variantRefund:
-		f.refund = func(status int) bool { return status >= 500 }
+		opts = append(opts, policy.WithRefund(func(status int) bool { return status >= 500 }))
 	}
-	return f
+	// One name per build: the variants run one after another on one
+	// Client, and each starts from an empty budget of its own.
+	name := "bench-" + strconv.FormatInt(builds.Add(1), 10)
+	return policy.MustNew(client, name, middlewareRate, opts...)
 }
+
+var builds atomic.Int64
 
 var frameworks = []framework{
 	{"net/http", buildNetHTTP},
@@ -140,19 +140,9 @@ func buildNetHTTP(client *core.Client, timeout time.Duration, callers int, featu
 		_, _ = io.WriteString(w, "ok")
 	})
 	if client != nil {
-		opts := []nethttprl.Option{nethttprl.WithTimeout(timeout), nethttprl.WithErrorHandler(
-			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) })}
-		f := features(feature)
-		if f.observer != nil {
-			opts = append(opts, nethttprl.WithObserver(f.observer))
-		}
-		if f.rate != nil {
-			opts = append(opts, nethttprl.WithRateFunc(f.rate))
-		}
-		if f.refund != nil {
-			opts = append(opts, nethttprl.WithRefund(f.refund))
-		}
-		h = nethttprl.New(client, middlewareRate, opts...)(h)
+		onError := nethttprl.WithErrorHandler(
+			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) })
+		h = nethttprl.New(benchPolicy(client, timeout, feature), onError)(h)
 	}
 	return serveHTTP(h, callers)
 }
@@ -161,19 +151,9 @@ func buildGin(client *core.Client, timeout time.Duration, callers int, feature s
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	if client != nil {
-		opts := []ginrl.Option{ginrl.WithTimeout(timeout), ginrl.WithErrorHandler(
-			func(c *gin.Context, _ error) { c.AbortWithStatus(statusMWFailure) })}
-		f := features(feature)
-		if f.observer != nil {
-			opts = append(opts, ginrl.WithObserver(f.observer))
-		}
-		if f.rate != nil {
-			opts = append(opts, ginrl.WithRateFunc(f.rate))
-		}
-		if f.refund != nil {
-			opts = append(opts, ginrl.WithRefund(f.refund))
-		}
-		r.Use(ginrl.New(client, middlewareRate, opts...))
+		onError := ginrl.WithErrorHandler(
+			func(c *gin.Context, _ error) { c.AbortWithStatus(statusMWFailure) })
+		r.Use(ginrl.New(benchPolicy(client, timeout, feature), onError))
 	}
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 	return serveHTTP(r, callers)
@@ -182,19 +162,9 @@ func buildGin(client *core.Client, timeout time.Duration, callers int, feature s
 func buildEcho(client *core.Client, timeout time.Duration, callers int, feature string) op {
 	e := echo.New()
 	if client != nil {
-		opts := []echorl.Option{echorl.WithTimeout(timeout), echorl.WithErrorHandler(
-			func(c echo.Context, _ error) error { return c.NoContent(statusMWFailure) })}
-		f := features(feature)
-		if f.observer != nil {
-			opts = append(opts, echorl.WithObserver(f.observer))
-		}
-		if f.rate != nil {
-			opts = append(opts, echorl.WithRateFunc(f.rate))
-		}
-		if f.refund != nil {
-			opts = append(opts, echorl.WithRefund(f.refund))
-		}
-		e.Use(echorl.New(client, middlewareRate, opts...))
+		onError := echorl.WithErrorHandler(
+			func(c echo.Context, _ error) error { return c.NoContent(statusMWFailure) })
+		e.Use(echorl.New(benchPolicy(client, timeout, feature), onError))
 	}
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	return serveHTTP(e, callers)
@@ -207,19 +177,9 @@ func buildEcho(client *core.Client, timeout time.Duration, callers int, feature 
 func buildFiber(client *core.Client, timeout time.Duration, callers int, feature string) op {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	if client != nil {
-		opts := []fiberrl.Option{fiberrl.WithTimeout(timeout), fiberrl.WithErrorHandler(
-			func(c *fiber.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })}
-		f := features(feature)
-		if f.observer != nil {
-			opts = append(opts, fiberrl.WithObserver(f.observer))
-		}
-		if f.rate != nil {
-			opts = append(opts, fiberrl.WithRateFunc(f.rate))
-		}
-		if f.refund != nil {
-			opts = append(opts, fiberrl.WithRefund(f.refund))
-		}
-		app.Use(fiberrl.New(client, middlewareRate, opts...))
+		onError := fiberrl.WithErrorHandler(
+			func(c *fiber.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })
+		app.Use(fiberrl.New(benchPolicy(client, timeout, feature), onError))
 	}
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	handler := app.Handler()
@@ -239,8 +199,8 @@ func buildFiber(client *core.Client, timeout time.Duration, callers int, feature
 }
 
 // names4 are limiter names as the middleware builds them for IPv4 clients:
-// an unnamed middleware is named after its rate.
-var names4 = names("1000000-per-1m:10.0.", 256)
+// the policy name, then the address.
+var names4 = names("bench:10.0.", 256)
 
 // variant is one way of serving scenario e's requests: the core client of
 // the middleware (nil: no middleware) and whether it uses the run's Redis.
@@ -265,7 +225,7 @@ const memoryTimeout = 10 * time.Second
 func variants() []variant {
 	vs := []variant{
 		{name: variantBare, client: func(*redis.Client) (*core.Client, error) { return nil, nil }},
-		{name: variantRedis, redis: true, timeout: policy.DefaultTimeout, client: func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
+		{name: variantRedis, redis: true, timeout: 100 * time.Millisecond, client: func(rdb *redis.Client) (*core.Client, error) { return core.New(rdb) }},
 	}
 	if newMemoryRedis != nil {
 		memory := func(*redis.Client) (*core.Client, error) { return core.New(newMemoryRedis()) }

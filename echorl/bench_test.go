@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/internal/testkit/memredis"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // BenchmarkMiddleware measures one request through echo with and without the
@@ -46,7 +47,7 @@ func BenchmarkMiddleware(b *testing.B) {
 			b.Fatal(err)
 		}
 		e := echo.New()
-		e.Use(echorl.New(client, rate, echorl.WithTimeout(10*time.Second)))
+		e.Use(echorl.New(policy.MustNew(client, "bench", rate, policy.WithTimeout(10*time.Second))))
 		e.GET("/", ok)
 		serve(b, e)
 	})
@@ -59,7 +60,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := client.Limiter("100000-per-60s:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
+			if _, err := client.Limiter("bench:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
 		}

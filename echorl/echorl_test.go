@@ -13,6 +13,8 @@ import (
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/internal/testkit/conformance"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -26,8 +28,14 @@ var adapter = conformance.Adapter{
 	UserKey:     userKey,
 	Peer:        netip.MustParseAddr("127.0.0.1"),
 	Disconnects: true,
-	Build: func(app conformance.App, l conformance.Limit) {
-		echorl.New(app.Client, l.Rate, options(app, l)...)
+	Key: func(param string) keyfunc.KeyFunc {
+		return echorl.Key(func(c echo.Context) (string, error) { return c.Param(param), nil })
+	},
+	Rate: func(l conformance.Limit) policy.RateFunc {
+		return echorl.RateFunc(func(c echo.Context) (core.Rate, error) { return l.TierRate(c.Request().Header.Get) })
+	},
+	Cost: func() policy.CostFunc {
+		return echorl.CostFunc(func(c echo.Context) (int64, error) { return conformance.Cost(c.Request().Header.Get) })
 	},
 	// Refusals go through Echo's DefaultHTTPErrorHandler.
 	ProblemContentType: echo.MIMEApplicationJSON,
@@ -47,7 +55,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	limits := func(ls []conformance.Limit) []echo.MiddlewareFunc {
 		m := make([]echo.MiddlewareFunc, len(ls))
 		for i, l := range ls {
-			m[i] = echorl.New(app.Client, l.Rate, options(app, l)...)
+			m[i] = echorl.New(app.Policy(l), options(app, l)...)
 		}
 		return m
 	}
@@ -78,74 +86,10 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	}
 }
 
+// options are the middleware's own options for l: skip, deny and error
+// handlers.
 func options(app conformance.App, l conformance.Limit) []echorl.Option {
 	var o []echorl.Option
-	if l.Name != "" {
-		o = append(o, echorl.WithName(l.Name))
-	}
-	if len(l.Keys) > 0 {
-		o = append(o, echorl.WithKey(l.Keys...))
-	}
-	if l.ParamKey != "" {
-		o = append(o, echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) { return c.Param(l.ParamKey), nil })))
-	}
-	if l.Cost != 0 {
-		o = append(o, echorl.WithCost(l.Cost))
-	}
-	if l.MaxWait != 0 {
-		o = append(o, echorl.WithWait(l.MaxWait))
-	}
-	if l.MaxWaiters != 0 {
-		o = append(o, echorl.WithMaxWaiters(l.MaxWaiters))
-	}
-	if l.Timeout != 0 {
-		o = append(o, echorl.WithTimeout(l.Timeout))
-	}
-	switch l.Failure {
-	case conformance.FailLocal:
-		o = append(o, echorl.WithFailLocal(l.Instances))
-	case conformance.FailOpen:
-		o = append(o, echorl.WithFailOpen())
-	case conformance.FailClosed:
-		o = append(o, echorl.WithFailClosed())
-	}
-	if l.MaxPerKey != 0 {
-		o = append(o, echorl.WithMaxWaitersPerKey(l.MaxPerKey))
-	}
-	if l.Tiers != nil {
-		o = append(o, echorl.WithRates(func(c echo.Context) (core.Rate, error) { return l.TierRate(c.Request().Header.Get) }))
-	}
-	if l.CostHeader {
-		o = append(o, echorl.WithCosts(func(c echo.Context) (int64, error) { return conformance.Cost(c.Request().Header.Get) }))
-	}
-	switch l.Refund {
-	case conformance.RefundFailed:
-		o = append(o, echorl.WithRefundFailed())
-	case conformance.RefundSuccessful:
-		o = append(o, echorl.WithRefundSuccessful())
-	}
-	if l.DryRun {
-		o = append(o, echorl.WithDryRun(l.DryRunHeaders))
-	}
-	if l.Observer != nil {
-		o = append(o, echorl.WithObserver(l.Observer))
-	}
-	switch l.Headers {
-	case conformance.HeadersIETF:
-		o = append(o, echorl.WithIETFHeaders())
-	case conformance.HeadersLegacy:
-		o = append(o, echorl.WithLegacyHeaders())
-	case conformance.HeadersNone:
-		o = append(o, echorl.WithoutHeaders())
-	}
-	switch l.MissingKey {
-	case conformance.MissingKeyIP:
-		o = append(o, echorl.WithMissingKeyIP())
-	case conformance.MissingKeyDeny:
-		o = append(o, echorl.WithMissingKeyDeny())
-	case conformance.MissingKeyServe:
-		o = append(o, echorl.WithMissingKeyServe())
-	}
 	if l.SkipPath != "" {
 		o = append(o, echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == l.SkipPath }))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/internal/testkit/memredis"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // BenchmarkMiddleware measures one request through fiber with and without
@@ -48,7 +49,7 @@ func BenchmarkMiddleware(b *testing.B) {
 			b.Fatal(err)
 		}
 		app := fiber.New(fiber.Config{DisableStartupMessage: true})
-		app.Use(fiberrl.New(client, rate, fiberrl.WithTimeout(10*time.Second)))
+		app.Use(fiberrl.New(policy.MustNew(client, "bench", rate, policy.WithTimeout(10*time.Second))))
 		app.Get("/", ok)
 		serve(b, app)
 	})
@@ -61,7 +62,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := client.Limiter("100000-per-60s:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
+			if _, err := client.Limiter("bench:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -12,10 +12,11 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
 )
 
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 	client, err := core.New(rdb)
 	if err != nil {
 		log.Fatal(err)
@@ -32,14 +33,12 @@ func Example() {
 	})
 
 	// Global: 100 requests a minute per client IP, except health checks.
-	app.Use(fiberrl.New(client, core.PerMinute(100),
-		fiberrl.WithName("global"),
-		fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/health" })))
+	global := policy.MustNew(client, "global", core.PerMinute(100))
+	app.Use(fiberrl.New(global, fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/health" })))
 
 	// Per route: one login attempt per 2 s per IP, waiting up to 3 s for it.
-	login := fiberrl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
-		fiberrl.WithName("login"), fiberrl.WithWait(3*time.Second))
-	app.Post("/login", login, func(c *fiber.Ctx) error { return c.SendString("logged in") })
+	login := policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second}, policy.WithWait(3*time.Second))
+	app.Post("/login", fiberrl.New(login), func(c *fiber.Ctx) error { return c.SendString("logged in") })
 
 	// Per user: after authentication stored the user with c.Locals.
 	authenticate := func(c *fiber.Ctx) error {
@@ -50,9 +49,8 @@ func Example() {
 		c.Locals("user", utils.CopyString(user))
 		return c.Next()
 	}
-	perUser := fiberrl.New(client, core.PerMinute(5),
-		fiberrl.WithName("user"), fiberrl.WithKey(keyfunc.User("user")))
-	app.Get("/me", authenticate, perUser, func(c *fiber.Ctx) error {
+	perUser := policy.MustNew(client, "user", core.PerMinute(5), policy.WithKey(keyfunc.User("user")))
+	app.Get("/me", authenticate, fiberrl.New(perUser), func(c *fiber.Ctx) error {
 		return c.SendString("hello, " + c.Locals("user").(string))
 	})
 

@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/internal/testkit/conformance"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -28,8 +29,14 @@ var adapter = conformance.Adapter{
 	// app.Test serves a connection whose remote address is 0.0.0.0:0.
 	Peer:        netip.MustParseAddr("0.0.0.0"),
 	Disconnects: false,
-	Build: func(app conformance.App, l conformance.Limit) {
-		fiberrl.New(app.Client, l.Rate, options(app, l)...)
+	Key: func(param string) keyfunc.KeyFunc {
+		return fiberrl.Key(func(c *fiber.Ctx) (string, error) { return c.Params(param), nil })
+	},
+	Rate: func(l conformance.Limit) policy.RateFunc {
+		return fiberrl.RateFunc(func(c *fiber.Ctx) (core.Rate, error) { return l.TierRate(header(c)) })
+	},
+	Cost: func() policy.CostFunc {
+		return fiberrl.CostFunc(func(c *fiber.Ctx) (int64, error) { return conformance.Cost(header(c)) })
 	},
 	ProblemContentType: policy.ProblemContentType,
 	RoutesInGlobal:     false,
@@ -86,12 +93,12 @@ func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Re
 		return c.Next()
 	})
 	for _, l := range app.Global {
-		f.Use(fiberrl.New(app.Client, l.Rate, options(app, l)...))
+		f.Use(fiberrl.New(app.Policy(l), options(app, l)...))
 	}
 	for _, r := range app.Routes {
 		chain := make([]fiber.Handler, 0, len(r.Limits)+1)
 		for _, l := range r.Limits {
-			chain = append(chain, fiberrl.New(app.Client, l.Rate, options(app, l)...))
+			chain = append(chain, fiberrl.New(app.Policy(l), options(app, l)...))
 		}
 		chain = append(chain, func(c *fiber.Ctx) error { return c.Status(conformance.Status(header(c))).SendString("ok") })
 		f.Get(fiberPath(r.Path), chain...)
@@ -105,74 +112,10 @@ func fiberPath(p string) string {
 	return strings.ReplaceAll(p, "}", "")
 }
 
+// options are the middleware's own options for l: skip, deny and error
+// handlers.
 func options(app conformance.App, l conformance.Limit) []fiberrl.Option {
 	var o []fiberrl.Option
-	if l.Name != "" {
-		o = append(o, fiberrl.WithName(l.Name))
-	}
-	if len(l.Keys) > 0 {
-		o = append(o, fiberrl.WithKey(l.Keys...))
-	}
-	if l.ParamKey != "" {
-		o = append(o, fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) { return c.Params(l.ParamKey), nil })))
-	}
-	if l.Cost != 0 {
-		o = append(o, fiberrl.WithCost(l.Cost))
-	}
-	if l.MaxWait != 0 {
-		o = append(o, fiberrl.WithWait(l.MaxWait))
-	}
-	if l.MaxWaiters != 0 {
-		o = append(o, fiberrl.WithMaxWaiters(l.MaxWaiters))
-	}
-	if l.Timeout != 0 {
-		o = append(o, fiberrl.WithTimeout(l.Timeout))
-	}
-	switch l.Failure {
-	case conformance.FailLocal:
-		o = append(o, fiberrl.WithFailLocal(l.Instances))
-	case conformance.FailOpen:
-		o = append(o, fiberrl.WithFailOpen())
-	case conformance.FailClosed:
-		o = append(o, fiberrl.WithFailClosed())
-	}
-	if l.MaxPerKey != 0 {
-		o = append(o, fiberrl.WithMaxWaitersPerKey(l.MaxPerKey))
-	}
-	if l.Tiers != nil {
-		o = append(o, fiberrl.WithRates(func(c *fiber.Ctx) (core.Rate, error) { return l.TierRate(header(c)) }))
-	}
-	if l.CostHeader {
-		o = append(o, fiberrl.WithCosts(func(c *fiber.Ctx) (int64, error) { return conformance.Cost(header(c)) }))
-	}
-	switch l.Refund {
-	case conformance.RefundFailed:
-		o = append(o, fiberrl.WithRefundFailed())
-	case conformance.RefundSuccessful:
-		o = append(o, fiberrl.WithRefundSuccessful())
-	}
-	if l.DryRun {
-		o = append(o, fiberrl.WithDryRun(l.DryRunHeaders))
-	}
-	if l.Observer != nil {
-		o = append(o, fiberrl.WithObserver(l.Observer))
-	}
-	switch l.Headers {
-	case conformance.HeadersIETF:
-		o = append(o, fiberrl.WithIETFHeaders())
-	case conformance.HeadersLegacy:
-		o = append(o, fiberrl.WithLegacyHeaders())
-	case conformance.HeadersNone:
-		o = append(o, fiberrl.WithoutHeaders())
-	}
-	switch l.MissingKey {
-	case conformance.MissingKeyIP:
-		o = append(o, fiberrl.WithMissingKeyIP())
-	case conformance.MissingKeyDeny:
-		o = append(o, fiberrl.WithMissingKeyDeny())
-	case conformance.MissingKeyServe:
-		o = append(o, fiberrl.WithMissingKeyServe())
-	}
 	if l.SkipPath != "" {
 		o = append(o, fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == l.SkipPath }))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/ginrl"
 	"github.com/redlimit/redlimit/internal/testkit/memredis"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // BenchmarkMiddleware measures one request through gin with and without the
@@ -47,7 +48,7 @@ func BenchmarkMiddleware(b *testing.B) {
 			b.Fatal(err)
 		}
 		e := gin.New()
-		e.Use(ginrl.New(client, rate, ginrl.WithTimeout(10*time.Second)))
+		e.Use(ginrl.New(policy.MustNew(client, "bench", rate, policy.WithTimeout(10*time.Second))))
 		e.GET("/", ok)
 		serve(b, e)
 	})
@@ -60,7 +61,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := client.Limiter("100000-per-60s:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
+			if _, err := client.Limiter("bench:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
 		}

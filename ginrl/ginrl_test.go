@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/ginrl"
 	"github.com/redlimit/redlimit/internal/testkit/conformance"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -28,8 +30,14 @@ var adapter = conformance.Adapter{
 	UserKey:     userKey,
 	Peer:        netip.MustParseAddr("127.0.0.1"),
 	Disconnects: true,
-	Build: func(app conformance.App, l conformance.Limit) {
-		ginrl.New(app.Client, l.Rate, options(app, l)...)
+	Key: func(param string) keyfunc.KeyFunc {
+		return ginrl.Key(func(c *gin.Context) (string, error) { return c.Param(param), nil })
+	},
+	Rate: func(l conformance.Limit) policy.RateFunc {
+		return ginrl.RateFunc(func(c *gin.Context) (core.Rate, error) { return l.TierRate(c.GetHeader) })
+	},
+	Cost: func() policy.CostFunc {
+		return ginrl.CostFunc(func(c *gin.Context) (int64, error) { return conformance.Cost(c.GetHeader) })
 	},
 	ProblemContentType: policy.ProblemContentType,
 	RoutesInGlobal:     true,
@@ -57,13 +65,13 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 		c.Next()
 	})
 	for _, l := range app.Global {
-		engine.Use(ginrl.New(app.Client, l.Rate, options(app, l)...))
+		engine.Use(ginrl.New(app.Policy(l), options(app, l)...))
 	}
 	ok := func(c *gin.Context) { c.String(conformance.Status(c.GetHeader), "ok") }
 	for _, r := range app.Routes {
 		var chain []gin.HandlerFunc
 		for _, l := range r.Limits {
-			chain = append(chain, ginrl.New(app.Client, l.Rate, options(app, l)...))
+			chain = append(chain, ginrl.New(app.Policy(l), options(app, l)...))
 		}
 		engine.GET(ginPath(r.Path), append(chain, ok)...)
 	}
@@ -86,74 +94,10 @@ func ginPath(path string) string {
 	return strings.Join(segs, "/")
 }
 
+// options are the middleware's own options for l: skip, deny and error
+// handlers.
 func options(app conformance.App, l conformance.Limit) []ginrl.Option {
 	var o []ginrl.Option
-	if l.Name != "" {
-		o = append(o, ginrl.WithName(l.Name))
-	}
-	if len(l.Keys) > 0 {
-		o = append(o, ginrl.WithKey(l.Keys...))
-	}
-	if l.ParamKey != "" {
-		o = append(o, ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.Param(l.ParamKey), nil })))
-	}
-	if l.Cost != 0 {
-		o = append(o, ginrl.WithCost(l.Cost))
-	}
-	if l.MaxWait != 0 {
-		o = append(o, ginrl.WithWait(l.MaxWait))
-	}
-	if l.MaxWaiters != 0 {
-		o = append(o, ginrl.WithMaxWaiters(l.MaxWaiters))
-	}
-	if l.Timeout != 0 {
-		o = append(o, ginrl.WithTimeout(l.Timeout))
-	}
-	switch l.Failure {
-	case conformance.FailLocal:
-		o = append(o, ginrl.WithFailLocal(l.Instances))
-	case conformance.FailOpen:
-		o = append(o, ginrl.WithFailOpen())
-	case conformance.FailClosed:
-		o = append(o, ginrl.WithFailClosed())
-	}
-	if l.MaxPerKey != 0 {
-		o = append(o, ginrl.WithMaxWaitersPerKey(l.MaxPerKey))
-	}
-	if l.Tiers != nil {
-		o = append(o, ginrl.WithRates(func(c *gin.Context) (core.Rate, error) { return l.TierRate(c.GetHeader) }))
-	}
-	if l.CostHeader {
-		o = append(o, ginrl.WithCosts(func(c *gin.Context) (int64, error) { return conformance.Cost(c.GetHeader) }))
-	}
-	switch l.Refund {
-	case conformance.RefundFailed:
-		o = append(o, ginrl.WithRefundFailed())
-	case conformance.RefundSuccessful:
-		o = append(o, ginrl.WithRefundSuccessful())
-	}
-	if l.DryRun {
-		o = append(o, ginrl.WithDryRun(l.DryRunHeaders))
-	}
-	if l.Observer != nil {
-		o = append(o, ginrl.WithObserver(l.Observer))
-	}
-	switch l.Headers {
-	case conformance.HeadersIETF:
-		o = append(o, ginrl.WithIETFHeaders())
-	case conformance.HeadersLegacy:
-		o = append(o, ginrl.WithLegacyHeaders())
-	case conformance.HeadersNone:
-		o = append(o, ginrl.WithoutHeaders())
-	}
-	switch l.MissingKey {
-	case conformance.MissingKeyIP:
-		o = append(o, ginrl.WithMissingKeyIP())
-	case conformance.MissingKeyDeny:
-		o = append(o, ginrl.WithMissingKeyDeny())
-	case conformance.MissingKeyServe:
-		o = append(o, ginrl.WithMissingKeyServe())
-	}
 	if l.SkipPath != "" {
 		o = append(o, ginrl.WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == l.SkipPath }))
 	}
@@ -187,15 +131,16 @@ func TestResultFrom(t *testing.T) {
 // TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
-	conformance.RunBurst(t, func(l conformance.BurstLimit) http.Handler {
-		opts := []ginrl.Option{ginrl.WithName(l.Name), ginrl.WithWait(l.MaxWait), ginrl.WithObserver(l.Observer),
-			ginrl.WithErrorHandler(func(c *gin.Context, _ error) { l.OnError(c.Request.RemoteAddr) })}
-		if l.Failure == conformance.FailOpen {
-			opts = append(opts, ginrl.WithFailOpen())
-		}
+	conformance.RunBurst(t, func(p *policy.Policy, onError func(string)) http.Handler {
 		gin.SetMode(gin.TestMode)
 		engine := gin.New()
-		engine.POST("/login", ginrl.New(l.Client, l.Rate, opts...), func(c *gin.Context) { c.String(http.StatusOK, "logged in") })
+		limit := ginrl.New(p, ginrl.WithErrorHandler(func(c *gin.Context, _ error) { onError(c.Request.RemoteAddr) }))
+		engine.POST("/login", limit, func(c *gin.Context) { c.String(http.StatusOK, "logged in") })
 		return engine
 	})
+}
+
+// A nil policy is a mistake in the program: New panics at once.
+func TestNewPanicsOnANilPolicy(t *testing.T) {
+	assert.PanicsWithValue(t, "ginrl.New: nil *policy.Policy", func() { ginrl.New(nil) })
 }

@@ -24,7 +24,7 @@ func TestRequest(t *testing.T) {
 	)
 	engine.GET("/users/:id", func(c *gin.Context) {
 		c.Set("user", "alice")
-		got, err = key(request{c})
+		got, err = key(exchange{c})
 	})
 	req := httptest.NewRequest(http.MethodGet, "/users/7", nil)
 	req.Header.Set("X-Tenant", "acme")
@@ -33,7 +33,7 @@ func TestRequest(t *testing.T) {
 	assert.Equal(t, "192.0.2.1:GET%20%2Fusers%2F%3Aid:alice:acme:7", got)
 
 	_, err = Key(func(*gin.Context) (string, error) { return "x", nil })(foreign{})
-	assert.ErrorIs(t, err, errForeign)
+	assert.ErrorContains(t, err, "ginrl: a function of its Key, RateFunc or CostFunc used outside its middleware")
 }
 
 // foreign is a keyfunc.Request of another adapter.

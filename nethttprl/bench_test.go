@@ -10,6 +10,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/memredis"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // BenchmarkMiddleware measures one request through net/http with and without the
@@ -41,7 +42,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		serve(b, nethttprl.New(client, rate, nethttprl.WithTimeout(10*time.Second))(ok))
+		serve(b, nethttprl.New(policy.MustNew(client, "bench", rate, policy.WithTimeout(10*time.Second)))(ok))
 	})
 	b.Run("core", func(b *testing.B) {
 		client, err := core.New(memredis.New())
@@ -52,7 +53,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := client.Limiter("100000-per-60s:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
+			if _, err := client.Limiter("bench:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
 		}

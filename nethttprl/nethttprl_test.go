@@ -8,9 +8,12 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/conformance"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/policy"
 )
@@ -26,8 +29,14 @@ var adapter = conformance.Adapter{
 	UserKey:     userKey{},
 	Peer:        netip.MustParseAddr("127.0.0.1"),
 	Disconnects: true,
-	Build: func(app conformance.App, l conformance.Limit) {
-		nethttprl.New(app.Client, l.Rate, options(app, l)...)
+	Key: func(param string) keyfunc.KeyFunc {
+		return nethttprl.Key(func(c *http.Request) (string, error) { return c.PathValue(param), nil })
+	},
+	Rate: func(l conformance.Limit) policy.RateFunc {
+		return nethttprl.RateFunc(func(c *http.Request) (core.Rate, error) { return l.TierRate(c.Header.Get) })
+	},
+	Cost: func() policy.CostFunc {
+		return nethttprl.CostFunc(func(c *http.Request) (int64, error) { return conformance.Cost(c.Header.Get) })
 	},
 	ProblemContentType: policy.ProblemContentType,
 	RoutesInGlobal:     false,
@@ -45,7 +54,7 @@ func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Response, error) {
 	limit := func(h http.Handler, limits []conformance.Limit) http.Handler {
 		for i := len(limits) - 1; i >= 0; i-- {
-			h = nethttprl.New(app.Client, limits[i].Rate, options(app, limits[i])...)(h)
+			h = nethttprl.New(app.Policy(limits[i]), options(app, limits[i])...)(h)
 		}
 		return h
 	}
@@ -73,74 +82,10 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	}
 }
 
+// options are the middleware's own options for l: skip, deny and error
+// handlers.
 func options(app conformance.App, l conformance.Limit) []nethttprl.Option {
 	var o []nethttprl.Option
-	if l.Name != "" {
-		o = append(o, nethttprl.WithName(l.Name))
-	}
-	if len(l.Keys) > 0 {
-		o = append(o, nethttprl.WithKey(l.Keys...))
-	}
-	if l.ParamKey != "" {
-		o = append(o, nethttprl.WithKey(nethttprl.Key(func(c *http.Request) (string, error) { return c.PathValue(l.ParamKey), nil })))
-	}
-	if l.Cost != 0 {
-		o = append(o, nethttprl.WithCost(l.Cost))
-	}
-	if l.MaxWait != 0 {
-		o = append(o, nethttprl.WithWait(l.MaxWait))
-	}
-	if l.MaxWaiters != 0 {
-		o = append(o, nethttprl.WithMaxWaiters(l.MaxWaiters))
-	}
-	if l.Timeout != 0 {
-		o = append(o, nethttprl.WithTimeout(l.Timeout))
-	}
-	switch l.Failure {
-	case conformance.FailLocal:
-		o = append(o, nethttprl.WithFailLocal(l.Instances))
-	case conformance.FailOpen:
-		o = append(o, nethttprl.WithFailOpen())
-	case conformance.FailClosed:
-		o = append(o, nethttprl.WithFailClosed())
-	}
-	if l.MaxPerKey != 0 {
-		o = append(o, nethttprl.WithMaxWaitersPerKey(l.MaxPerKey))
-	}
-	if l.Tiers != nil {
-		o = append(o, nethttprl.WithRates(func(r *http.Request) (core.Rate, error) { return l.TierRate(r.Header.Get) }))
-	}
-	if l.CostHeader {
-		o = append(o, nethttprl.WithCosts(func(r *http.Request) (int64, error) { return conformance.Cost(r.Header.Get) }))
-	}
-	switch l.Refund {
-	case conformance.RefundFailed:
-		o = append(o, nethttprl.WithRefundFailed())
-	case conformance.RefundSuccessful:
-		o = append(o, nethttprl.WithRefundSuccessful())
-	}
-	if l.DryRun {
-		o = append(o, nethttprl.WithDryRun(l.DryRunHeaders))
-	}
-	if l.Observer != nil {
-		o = append(o, nethttprl.WithObserver(l.Observer))
-	}
-	switch l.Headers {
-	case conformance.HeadersIETF:
-		o = append(o, nethttprl.WithIETFHeaders())
-	case conformance.HeadersLegacy:
-		o = append(o, nethttprl.WithLegacyHeaders())
-	case conformance.HeadersNone:
-		o = append(o, nethttprl.WithoutHeaders())
-	}
-	switch l.MissingKey {
-	case conformance.MissingKeyIP:
-		o = append(o, nethttprl.WithMissingKeyIP())
-	case conformance.MissingKeyDeny:
-		o = append(o, nethttprl.WithMissingKeyDeny())
-	case conformance.MissingKeyServe:
-		o = append(o, nethttprl.WithMissingKeyServe())
-	}
 	if l.SkipPath != "" {
 		o = append(o, nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == l.SkipPath }))
 	}
@@ -173,13 +118,14 @@ func TestNewClientChurnLeavesNothing(t *testing.T) {
 // TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
-	conformance.RunBurst(t, func(l conformance.BurstLimit) http.Handler {
-		opts := []nethttprl.Option{nethttprl.WithName(l.Name), nethttprl.WithWait(l.MaxWait), nethttprl.WithObserver(l.Observer),
-			nethttprl.WithErrorHandler(func(_ http.ResponseWriter, r *http.Request, _ error) { l.OnError(r.RemoteAddr) })}
-		if l.Failure == conformance.FailOpen {
-			opts = append(opts, nethttprl.WithFailOpen())
-		}
+	conformance.RunBurst(t, func(p *policy.Policy, onError func(string)) http.Handler {
 		ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "logged in") })
-		return nethttprl.New(l.Client, l.Rate, opts...)(ok)
+		report := nethttprl.WithErrorHandler(func(_ http.ResponseWriter, r *http.Request, _ error) { onError(r.RemoteAddr) })
+		return nethttprl.New(p, report)(ok)
 	})
+}
+
+// A nil policy is a mistake in the program: New panics at once.
+func TestNewPanicsOnANilPolicy(t *testing.T) {
+	assert.PanicsWithValue(t, "nethttprl.New: nil *policy.Policy", func() { nethttprl.New(nil) })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // A route with two limits answers within one decision timeout while Redis
@@ -28,9 +29,10 @@ func TestTwoLimitsOneTimeout(t *testing.T) {
 	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
 	const timeout = 300 * time.Millisecond
-	for _, fail := range []nethttprl.Option{nethttprl.WithFailOpen(), nethttprl.WithFailLocal(1)} {
-		first := nethttprl.New(c, core.PerMinute(10), nethttprl.WithTimeout(timeout), fail)
-		second := nethttprl.New(c, core.PerHour(100), nethttprl.WithTimeout(timeout), fail)
+	for i, fail := range []policy.Option{policy.WithFailOpen(), policy.WithFailLocal(1)} {
+		n := strconv.Itoa(i)
+		first := nethttprl.New(policy.MustNew(c, "first"+n, core.PerMinute(10), policy.WithTimeout(timeout), fail))
+		second := nethttprl.New(policy.MustNew(c, "second"+n, core.PerHour(100), policy.WithTimeout(timeout), fail))
 		h := first(second(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })))
 		start := time.Now()
 		w := httptest.NewRecorder()

@@ -1,62 +1,46 @@
-// Package policy is the framework-free decision engine behind the
-// middleware packages ginrl, echorl, fiberrl and nethttprl. A Policy is one
-// named rate limit applied to HTTP requests: it turns a request into a
-// limiter name, acquires the request's cost in one round trip with a rate
-// defined in code, waits for a permit in wait mode, applies the failure
-// policy when Redis cannot answer, and writes the response headers. Each
-// adapter only translates its framework's request and response, so they
-// all behave alike, and an adapter for another framework takes a page of
-// code (see the example).
+// Package policy builds rate limits on requests once, for every framework.
+// A Policy is one named limit: who is limited (a key function), how many
+// requests at what cost, whether a request over the limit waits, what
+// happens when Redis cannot decide, which headers responses carry, and who
+// observes it. The middleware packages (ginrl, echorl, fiberrl, nethttprl,
+// and adapters of their own for other frameworks) apply a Policy; they only
+// translate their framework's request and response.
 //
-// # Limiter names
+//	login := policy.MustNew(client, "login", core.PerMinute(5), policy.WithWait(3*time.Second))
+//	r.Use(ginrl.New(policy.MustNew(client, "global", core.PerMinute(100))))
+//	r.POST("/login", ginrl.New(login), handleLogin)
 //
-// A request's limiter name is the Client's key prefix, the policy name,
-// ':' and the request's key (package keyfunc), the name and the key each
-// escaped with keyfunc.Escape, so that no client-chosen value can forge
-// another key, break a Redis Cluster hash tag, or put a raw API key into
-// Redis. With the policy "api" and the default key, the client IP, a
-// client at 192.0.2.1 is limited under "api:192.0.2.1".
+// # Names and limiter names
 //
-// # Names and shared budgets
+// The name given to New is the limit's identity: policies of one name on
+// one core.Client share one budget, and New fails when two of them have
+// different rates or missing-key choices. A request's limiter name is the
+// Client's key prefix, the policy name, ':' and the request's key (package
+// keyfunc), the name and the key each escaped with keyfunc.Escape, so that
+// no client-chosen value can forge another key, break a Redis Cluster hash
+// tag, or put a raw API key into Redis. With the policy "api" and the
+// default key, the client IP, a client at 192.0.2.1 is limited under
+// "api:192.0.2.1".
 //
-// Two middlewares share a budget only when they are given the same name
-// with WithName on one Client, and then they must have the same rate, the
-// same key functions and the same missing-key choice: New fails otherwise,
-// naming the option. What it compares is the rate, the choice, and the code
-// of each key function given to WithKey (the default key being keyfunc.IP):
-// so it tells keyfunc.IP from keyfunc.User, or one hand-written function
-// from another, but not two calls of one constructor with other arguments,
-// such as keyfunc.User("a") and keyfunc.User("b"), nor two closures of one
-// function literal. The names are kept per Client for as long as the
-// Client lives.
+// # Nothing turns limiting off by accident
 //
-// A middleware without a name is named after its rate: "100-per-1m" for
-// 100 per minute, "10-per-10s", "5-per-1500ms". A second unnamed
-// middleware of the same rate on the same Client is "100-per-1m-2", a
-// third "100-per-1m-3", and so on, in the order they are built, skipping
-// names already taken: two unnamed middlewares never share a budget, and
-// a name given with WithName can never be one an unnamed middleware took.
-// Processes that share limits through Redis must build their unnamed
-// middlewares in the same order; naming each middleware is simpler.
+// Only WithFailOpen, when Redis fails, serves a request without a
+// decision. Every other failure has a safe answer, and its error is
+// reported (Decision.Err, which adapters pass to their error handler or
+// log with LogError, and the observer):
 //
-// # A request without a key
-//
-// When the key function finds no key (no user, API key or matched route:
-// an error wrapping keyfunc.ErrNoKey, or an empty key), the request is, by
-// default, limited by its client IP in a namespace of its own, the limiter
-// "<name>::ip:<address>", which no key can reach (WithMissingKeyIP).
-// WithMissingKeyDeny answers such requests 403 instead, and
-// WithMissingKeyServe serves them without a limit. A key function's other
-// errors fail the decision, as does keyfunc.Route where the framework
-// cannot know the route (keyfunc.ErrRouteUnknown).
-//
-// # Rates and costs per request
-//
-// WithRateFunc chooses each request's rate (a plan, a tenant's contract)
-// and WithCostFunc its cost (a batch's size); the adapters also take them
-// as functions of their framework's own context. The limiter name stays the
-// policy name and the key: a key whose rate changes keeps one budget. A cost
-// above the rate is answered 413, since the request could never be served.
+//   - a key function that finds no key (an error wrapping keyfunc.ErrNoKey,
+//     or an empty key), fails, or cannot know the route
+//     (keyfunc.ErrRouteUnknown): the missing-key rule. By default the
+//     request is limited by its client IP in a namespace of its own, the
+//     limiter "<name>::ip:<address>", which no key can reach
+//     (WithMissingKeyIP); WithMissingKeyDeny answers 403 instead, and
+//     WithMissingKeyServe serves such requests without a limit;
+//   - a rate function that fails or returns an invalid rate: the policy's
+//     own rate;
+//   - a cost function that fails or returns a cost below 1: 400, the
+//     client's mistake; a cost above the rate: 413, since the request
+//     could never be served.
 //
 // # Wait mode
 //
@@ -69,58 +53,53 @@
 // its wait. At most WithMaxWaiters requests wait at once in one policy, and
 // WithMaxWaitersPerKey on one key; beyond that they are rejected.
 //
-// # Failure policy
+// # When Redis cannot decide
 //
 // Each Redis round trip has a timeout (100 ms by default). When Redis is
 // down or slow, by default (WithFailLocal) each process decides in memory,
-// at its share of the rate, with the same keys, headers and 429s, and asks
-// Redis again with one request a second; WithFailOpen serves requests and
-// passes the error to the adapter's error handler, which logs it;
-// WithFailClosed answers 503. Local overload (core.ErrOverloaded: more
-// decisions waiting for Redis than the Client allows) is decided in memory,
-// or, under fail open or closed, shed with a 429. A key function that fails
-// fails the decision: it is served, or answered 503 under fail closed, and
-// its error goes to the error handler. No decision hangs a request, and no
-// error text reaches a response.
+// at its share of the rate, with the same keys, headers and 429s;
+// WithFailOpen serves requests; WithFailClosed answers 503. Local overload
+// (core.ErrOverloaded: more decisions waiting for Redis than the Client
+// allows) is decided in memory, or, under fail open or closed, shed with a
+// 429. No decision hangs a request, and no error text reaches a response.
 //
 // # The limits of one request
 //
-// An adapter tells the policies of one request two things: that a round
-// trip of an earlier one failed (Decision.RedisFailed, Decide's
-// redisFailed), so that later ones do not wait for Redis again, and that a
-// later one refused the request (Refused, Done's refusedLater), so that
-// earlier ones give back their grants: a request refused by one limit takes
-// nothing from the others. Done also gives a grant back when the response
-// status matches WithRefund.
-//
-// # Observing
-//
-// WithObserver reports each decision and each change of the local fallback
-// to an observe.Observer; WithDryRun decides as usual but serves every
-// request, so the observer shows what a limit would do before it does.
+// Several policies may limit one request (a global limit and a route's).
+// The first one applied to a request keeps what they share in the
+// request's context: once a round trip to Redis failed, the later ones
+// decide without waiting for Redis again, so the request answers within one
+// timeout; when a later one refuses the request, the earlier ones give
+// their grants back (Decision.Done), so it takes nothing from them; and the
+// response carries every policy's RateLimit item and the X-RateLimit-*
+// headers of the policy that refused it, or else of the one with the fewest
+// permits left. Done also gives a grant back when the response status
+// matches WithRefund.
 //
 // # Headers
 //
-// Limited responses carry the IETF draft-10 fields
+// Limited responses carry the fields of the IETF draft "RateLimit header
+// fields for HTTP" (draft-ietf-httpapi-ratelimit-headers-11)
 //
 //	RateLimit-Policy: "api";q=100;w=60
 //	RateLimit: "api";r=42;t=17
 //
 // and X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
 // (seconds); WithIETFHeaders, WithLegacyHeaders and WithoutHeaders choose
-// fewer. A 429 also carries Retry-After, in whole seconds rounded up, so
-// never earlier than the real wait, and an RFC 9457 problem+json body of
-// type https://iana.org/assignments/http-problem-types#quota-exceeded.
+// fewer. t and X-RateLimit-Reset are the seconds until the request could be
+// granted on a refusal, and until the quota is full again (every permit
+// given so far back) otherwise. A 429 also carries Retry-After, in whole
+// seconds rounded up, so never earlier than the real wait, and an RFC 9457
+// problem+json body of type
+// https://iana.org/assignments/http-problem-types#quota-exceeded.
 //
 // # Writing an adapter
 //
-// An adapter builds its Policy once, with New, and panics if New fails.
-// For each request it calls Decide with a keyfunc.Request of its framework
-// and the request's redis-failed flag, sets that flag when
-// Decision.RedisFailed, writes the headers with SetHeaders, marks the
-// request refused when Refused, gives a Denied request to its deny handler
-// and a Failed one's Err to its error handler (LogError by default), and
-// answers with Reply's status and body; or, when the status is 0, calls the
-// next handler and then Done with the response status and the refused
-// mark. The example adapter shows it in about 100 lines.
+// An adapter takes a *Policy and options of its own (a skip function, a
+// deny handler, an error handler). For each request it calls Decide with an
+// Exchange of its framework; reports Decision.Err, when not nil, to its
+// error handler, or else with LogError; answers a Decision whose Status is
+// not 0 with that status and Body, or with its deny handler for a 429; and
+// otherwise calls the next handler and then Done with the response status.
+// The example shows one in under 100 lines.
 package policy

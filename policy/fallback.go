@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/internal/local"
 )
 
 // probeEvery is how often a policy whose fallback decides asks Redis
@@ -16,19 +15,19 @@ const probeEvery = time.Second
 // fallback is a policy's local fallback (WithFailLocal): an in-memory
 // limiter, and whether it decides now.
 type fallback struct {
-	limiter *local.Limiter
+	limiter *localLimiter
 	active  atomic.Bool
 	probe   atomic.Int64 // unix nanos of the next request that asks Redis
 }
 
 func newFallback(maxKeys int) *fallback {
-	return &fallback{limiter: local.New(maxKeys)}
+	return &fallback{limiter: newLocalLimiter(maxKeys)}
 }
 
 // deciding reports whether the fallback decides this request, rather than
 // Redis: while it is active, but for one request a second, which asks
 // Redis whether it is back.
-func (f *fallback) deciding(p *Policy) bool {
+func (f *fallback) deciding() bool {
 	if !f.active.Load() {
 		return false
 	}

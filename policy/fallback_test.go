@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
@@ -53,19 +54,17 @@ func (c *counter) count(o observe.Outcome) int {
 func TestFallbackKeyFloodIsBounded(t *testing.T) {
 	c, mr := mini(t)
 	obs := &counter{}
-	p, err := policy.New(c, core.PerMinute(5), policy.WithName("flood"), policy.WithObserver(obs),
+	p := policy.MustNew(c, "flood", core.PerMinute(5), policy.WithObserver(obs),
 		policy.WithKey(func(r keyfunc.Request) (string, error) { return r.Header("X-Key"), nil }))
-	require.NoError(t, err)
 	mr.SetError("LOADING Redis is loading") // Redis fails: the fallback decides
 	before := liveHeap()
 	r := newReq("192.0.2.1:1")
 	for i := range 100_000 {
-		r.header.Set("X-Key", "client-"+strconv.Itoa(i))
-		d := p.Decide(r, false)
-		require.Equal(t, policy.Allowed, d.Outcome)
+		d := decideAgain(p, r.with("X-Key", "client-"+strconv.Itoa(i)))
+		require.Equal(t, observe.FallbackAllowed, d.Outcome)
 	}
 	grew := liveHeap() - before
-	bound := int64(policy.DefaultFallbackKeys * 256)
+	bound := int64(100_000 * 256)
 	t.Logf("live heap grew by %d bytes for 100 000 keys in the fallback (bound %d)", grew, bound)
 	assert.Less(t, grew, bound)
 	assert.Equal(t, 100_000, obs.count(observe.FallbackAllowed))
@@ -82,14 +81,13 @@ func liveHeap() int64 {
 // The fallback divides the rate by the instances that share it.
 func TestFallbackShare(t *testing.T) {
 	c, mr := mini(t)
-	p, err := policy.New(c, core.PerMinute(10), policy.WithName("share"), policy.WithFailLocal(3))
-	require.NoError(t, err)
+	p := policy.MustNew(c, "share", core.PerMinute(10), policy.WithFailLocal(3))
 	mr.SetError("LOADING Redis is loading")
 	r := newReq("192.0.2.1:1")
 	for range 4 { // ceil(10 / 3)
-		decide(t, p, r, policy.Allowed)
+		decide(t, p, r, observe.FallbackAllowed, 0)
 	}
-	d := decide(t, p, r, policy.Denied)
+	d := decide(t, p, r, observe.FallbackDenied, http.StatusTooManyRequests)
 	assert.Positive(t, d.Result.RetryAfter)
 }
 
@@ -102,10 +100,9 @@ func TestWaitersTakeTurnsAndHopelessOnesLeaveAtOnce(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
-	p, err := policy.New(c, core.Rate{Permits: 1, Interval: 500 * time.Millisecond}, policy.WithName("login"),
+	p := policy.MustNew(c, "login", core.Rate{Permits: 1, Interval: 500 * time.Millisecond},
 		policy.WithWait(1200*time.Millisecond), policy.WithTimeout(2*time.Second))
-	require.NoError(t, err)
-	decide(t, p, newReq("192.0.2.1:1"), policy.Allowed)
+	decide(t, p, newReq("192.0.2.1:1"), observe.Allowed, 0)
 	type outcome struct {
 		allowed bool
 		took    time.Duration
@@ -115,8 +112,8 @@ func TestWaitersTakeTurnsAndHopelessOnesLeaveAtOnce(t *testing.T) {
 	for i := range out {
 		wg.Go(func() {
 			start := time.Now()
-			d := p.Decide(newReq("192.0.2.1:1"), false)
-			out[i] = outcome{d.Outcome == policy.Allowed, time.Since(start)}
+			d := p.Decide(newReq("192.0.2.1:1"))
+			out[i] = outcome{d.Status == 0, time.Since(start)}
 		})
 	}
 	wg.Wait()
@@ -157,14 +154,13 @@ func TestOverloadIsShed(t *testing.T) {
 		{"local", policy.WithFailLocal(1), observe.FallbackAllowed, observe.FallbackAllowed},
 	} {
 		obs := &counter{}
-		p, err := policy.New(c, core.PerMinute(1000), policy.WithName(tc.name), tc.opt, policy.WithObserver(obs),
+		p := policy.MustNew(c, tc.name, core.PerMinute(1000), tc.opt, policy.WithObserver(obs),
 			policy.WithTimeout(100*time.Millisecond))
-		require.NoError(t, err)
 		var wg sync.WaitGroup
 		for i := range 10 {
 			wg.Go(func() {
-				d := p.Decide(newReq("192.0.2."+strconv.Itoa(i)+":1"), false)
-				if tc.overloaded == observe.Shed && d.Outcome == policy.Denied {
+				d := p.Decide(newReq("192.0.2." + strconv.Itoa(i) + ":1"))
+				if d.Outcome == observe.Shed {
 					assert.Equal(t, time.Second, d.Result.RetryAfter, "an honest Retry-After: the decision timeout, rounded up")
 				}
 			})

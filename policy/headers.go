@@ -7,69 +7,58 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/observe"
 )
 
-// headerStyle selects the rate limit headers of responses.
+// headerStyle selects the rate limit fields of responses.
 type headerStyle uint8
 
 const (
-	// headersAll: the IETF draft-10 RateLimit and RateLimit-Policy fields
-	// and the X-RateLimit-* headers. The default.
+	// headersAll: the IETF draft RateLimit and RateLimit-Policy fields and
+	// the X-RateLimit-* headers. The default.
 	headersAll headerStyle = iota
 	headersIETF
 	headersLegacy
 	headersNone
 )
 
-// Header names, as written.
+// Header names, in canonical form (http.CanonicalHeaderKey), as
+// Exchange.SetHeader takes them.
 const (
-	headerRateLimitPolicy = "RateLimit-Policy"
-	headerRateLimit       = "RateLimit"
-	headerLimit           = "X-RateLimit-Limit"
-	headerRemaining       = "X-RateLimit-Remaining"
-	headerReset           = "X-RateLimit-Reset"
+	headerRateLimitPolicy = "Ratelimit-Policy"
+	headerRateLimit       = "Ratelimit"
+	headerLimit           = "X-Ratelimit-Limit"
+	headerRemaining       = "X-Ratelimit-Remaining"
+	headerReset           = "X-Ratelimit-Reset"
 	headerRetryAfter      = "Retry-After"
 )
 
-// ProblemContentType is the media type of the bodies Reply returns
-// (RFC 9457).
+// ProblemContentType is the media type of a Decision's Body (RFC 9457).
 const ProblemContentType = "application/problem+json"
 
-// Problem types of the IETF rate limit headers draft.
+// Problem types of the bodies.
 const (
-	ProblemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-	ProblemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	problemCostExceedsRate = "https://github.com/redlimit/redlimit/blob/main/docs/middleware.md#a-cost-above-the-rate"
 )
 
-// FailedRetryAfter is the Retry-After of a 503 answered by fail closed.
-const FailedRetryAfter = "1"
-
-// HeaderWriter edits response headers; http.Header (net/http, gin, echo)
-// is one.
-type HeaderWriter interface {
-	Get(key string) string
-	Set(key, value string)
-	Add(key, value string)
-}
+// failedRetryAfter is the Retry-After of a 503 answered by fail closed.
+const failedRetryAfter = "1"
 
 // header holds what a policy writes for one rate, built once.
 type header struct {
 	style       headerStyle
-	policy      string // RateLimit-Policy value
+	policy      string // RateLimit-Policy item
 	limit       string // X-RateLimit-Limit value
 	item        string // the policy name as a structured-field string
 	deny        []byte // 429 body
 	reject      []byte // 403 body
+	badCost     []byte // 400 body
 	tooCostly   []byte // 413 body
 	unavailable []byte // 503 body
 }
 
-// ProblemCostExceedsRate is the problem type of a 413: the request's cost
-// is above the rate, so it can never be granted.
-const ProblemCostExceedsRate = "https://github.com/redlimit/redlimit#cost-exceeds-the-rate"
-
-// newHeader builds the headers and bodies of the policy name, whose
+// newHeader builds the fields and bodies of the policy name, whose
 // characters are printable ASCII.
 func newHeader(name string, r core.Rate, style headerStyle) header {
 	item := sfString(name)
@@ -82,7 +71,7 @@ func newHeader(name string, r core.Rate, style headerStyle) header {
 	return header{
 		style: style, policy: policy, limit: strconv.FormatInt(r.Permits, 10), item: item,
 		deny: problemJSON(problem{
-			Type: ProblemQuotaExceeded, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
+			Type: problemQuotaExceeded, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
 			Detail:           "The request quota of this client is used up; retry after the time in Retry-After.",
 			ViolatedPolicies: []string{name},
 		}),
@@ -90,13 +79,17 @@ func newHeader(name string, r core.Rate, style headerStyle) header {
 			Type: "about:blank", Title: "Forbidden", Status: http.StatusForbidden,
 			Detail: "The request has no key for its rate limit, such as a user or an API key, and requests without one are refused.",
 		}),
+		badCost: problemJSON(problem{
+			Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+			Detail: "The request's cost for its rate limit is missing or invalid.",
+		}),
 		tooCostly: problemJSON(problem{
-			Type: ProblemCostExceedsRate, Title: "Request Cost Exceeds The Rate Limit", Status: http.StatusRequestEntityTooLarge,
+			Type: problemCostExceedsRate, Title: "Request Cost Exceeds The Rate Limit", Status: http.StatusRequestEntityTooLarge,
 			Detail:           "The request costs more permits than the rate limit grants in a whole window: it can never be served as it is.",
 			ViolatedPolicies: []string{name},
 		}),
 		unavailable: problemJSON(problem{
-			Type: ProblemReducedCapacity, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+			Type: problemReducedCapacity, Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
 			Detail: "The request could not be checked against its rate limit; retry after the time in Retry-After.",
 		}),
 	}
@@ -132,86 +125,40 @@ func sfString(name string) string {
 	return string(append(b, '"'))
 }
 
-// SetHeaders writes the rate limit headers of d. A denial gets
-// Retry-After, in whole seconds rounded up; a failure answered by fail
-// closed gets Retry-After 1; a request with no key gets none, nor does a
-// dry-run denial unless the policy asked for them. When several policies
-// limit one request, each adds its item to the RateLimit and
-// RateLimit-Policy lists; the X-RateLimit-* headers are those of the policy
-// that denied the request, or, when none did, of the policy with the fewest
-// permits remaining. Written into an http.Header, the headers cost two
-// allocations.
-func (p *Policy) SetHeaders(h HeaderWriter, d Decision) {
-	var (
-		buf [128]byte
-		f   fields
-	)
-	p.fields(&f, d, h.Get(canonRemaining), buf[:0])
-	if hh, ok := h.(http.Header); ok {
-		f.writeTo(hh)
+// writeHeaders writes the rate limit fields of d to x. A refusal over the
+// limit gets Retry-After, in whole seconds rounded up; a 503 of fail
+// closed gets Retry-After 1; a request decided without a limiter, or
+// refused for its cost, gets none. When several policies limit one
+// request, each adds its item to the RateLimit and RateLimit-Policy lists
+// (lim holds them), and the X-RateLimit-* headers are those of the policy
+// that refused the request or, when none did, of the one with the fewest
+// permits left.
+func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision) {
+	if d.Status == http.StatusServiceUnavailable {
+		x.SetHeader(headerRetryAfter, failedRetryAfter)
 		return
 	}
-	for i := 0; i < f.n; i++ {
-		if f.add[i] {
-			h.Add(f.key[i], f.val[i])
-		} else {
-			h.Set(f.key[i], f.val[i])
-		}
+	if d.prep == nil || d.Result.Rate.Permits == 0 {
+		return // no limiter decided: no key, or a cost refused
 	}
-}
-
-// fields are the headers of one decision, in canonical form.
-type fields struct {
-	n   int
-	key [6]string
-	val [6]string
-	add [6]bool // a list: add, not set
-}
-
-func (f *fields) put(key, val string, add bool) {
-	f.key[f.n], f.val[f.n], f.add[f.n] = key, val, add
-	f.n++
-}
-
-// Canonical header names, as http.Header stores them.
-var (
-	canonRateLimitPolicy = http.CanonicalHeaderKey(headerRateLimitPolicy)
-	canonRateLimit       = http.CanonicalHeaderKey(headerRateLimit)
-	canonLimit           = http.CanonicalHeaderKey(headerLimit)
-	canonRemaining       = http.CanonicalHeaderKey(headerRemaining)
-	canonReset           = http.CanonicalHeaderKey(headerReset)
-	canonRetryAfter      = http.CanonicalHeaderKey(headerRetryAfter)
-)
-
-// fields computes the headers of d. Its numbers are formatted into b and
-// turned into one string, of which every value is a part.
-func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
-	switch d.Outcome {
-	case Failed:
-		if p.failure == failClosed {
-			f.put(canonRetryAfter, FailedRetryAfter, false)
-		}
-		return
-	case Rejected, Unlimited, TooCostly:
-		return
-	}
-	if d.observed == observe.DryRunDenied && !p.dryHdrs {
-		return
-	}
-	h := p.headersOf(d)
+	h := &d.prep.headers
+	refused := d.Status != 0
 	// t and X-RateLimit-Reset: until the request could be granted when
-	// denied, until the quota is full again when allowed.
+	// denied (dry run included), until the quota is full again when
+	// allowed.
 	t := ceilSeconds(d.Result.ResetAfter, 0)
-	if d.Outcome == Denied {
+	if !d.Result.Allowed {
 		t = ceilSeconds(d.Result.RetryAfter, 1)
 	}
 	remaining := max(d.Result.Remaining, 0)
-	style := h.style
-	ietf := style == headersAll || style == headersIETF
-	legacy := (style == headersAll || style == headersLegacy) && (d.Outcome == Denied || fewer(remainingSet, remaining))
+	ietf := h.style == headersAll || h.style == headersIETF
+	legacy := h.style == headersAll || h.style == headersLegacy
+	legacy = legacy && (refused || lim.legacy == legacyNone || lim.legacy == legacyAllowed && remaining < lim.remaining)
 
-	// Formatted numbers: t, remaining, then the RateLimit item.
-	b = strconv.AppendInt(b, t, 10)
+	// The numbers, t then remaining, and the RateLimit item, formatted
+	// into one string of which every value is a part.
+	var buf [128]byte
+	b := strconv.AppendInt(buf[:0], t, 10)
 	tEnd := len(b)
 	b = strconv.AppendInt(b, remaining, 10)
 	rEnd := len(b)
@@ -223,54 +170,32 @@ func (p *Policy) fields(f *fields, d Decision, remainingSet string, b []byte) {
 		b = append(b, b[:tEnd]...)
 	}
 	s := string(b)
-	if d.Outcome == Denied {
-		f.put(canonRetryAfter, s[:tEnd], false)
+	if refused {
+		x.SetHeader(headerRetryAfter, s[:tEnd])
 	}
 	if ietf {
-		f.put(canonRateLimitPolicy, h.policy, true)
-		f.put(canonRateLimit, s[rEnd:], true)
+		lim.policies = appendItem(lim.policies, h.policy)
+		lim.items = appendItem(lim.items, s[rEnd:])
+		x.SetHeader(headerRateLimitPolicy, lim.policies)
+		x.SetHeader(headerRateLimit, lim.items)
 	}
 	if legacy {
-		f.put(canonLimit, h.limit, false)
-		f.put(canonRemaining, s[tEnd:rEnd], false)
-		f.put(canonReset, s[:tEnd], false)
-	}
-}
-
-// writeTo writes f into h with one allocation for all the values: a list
-// header that is already there is appended to.
-func (f *fields) writeTo(h http.Header) {
-	if f.n == 0 {
-		return
-	}
-	slab := make([]string, f.n)
-	for i := 0; i < f.n; i++ {
-		k, v := f.key[i], f.val[i]
-		if old := h[k]; f.add[i] && len(old) > 0 {
-			h[k] = append(old, v)
-			continue
+		lim.legacy, lim.remaining = legacyAllowed, remaining
+		if refused {
+			lim.legacy = legacyRefusal
 		}
-		slab[i] = v
-		h[k] = slab[i : i+1 : i+1]
+		x.SetHeader(headerLimit, h.limit)
+		x.SetHeader(headerRemaining, s[tEnd:rEnd])
+		x.SetHeader(headerReset, s[:tEnd])
 	}
 }
 
-// fewer reports whether remaining is below the X-RateLimit-Remaining value
-// another policy already set, or no policy did.
-func fewer(set string, remaining int64) bool {
-	if set == "" {
-		return true
+// appendItem appends item to a structured-field list.
+func appendItem(list, item string) string {
+	if list == "" {
+		return item
 	}
-	n, err := strconv.ParseInt(set, 10, 64)
-	return err != nil || remaining < n
-}
-
-// headersOf returns the headers of the rate d was decided with.
-func (p *Policy) headersOf(d Decision) *header {
-	if d.prep != nil {
-		return &d.prep.headers
-	}
-	return &p.base.headers
+	return list + ", " + item
 }
 
 // ceilSeconds rounds d up to whole seconds, at least least.

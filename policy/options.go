@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redlimit/redlimit/core"
@@ -8,49 +9,78 @@ import (
 	"github.com/redlimit/redlimit/observe"
 )
 
-// Defaults of a Policy.
-const (
-	DefaultTimeout          = 100 * time.Millisecond
-	DefaultMaxWaiters       = 1024
-	DefaultMaxWaitersPerKey = 32
-	// DefaultFallbackKeys bounds the keys the local fallback keeps in
-	// memory per policy, the least recently used going first: about 256
-	// bytes each, 25 MB in all.
-	DefaultFallbackKeys = 100_000
-)
-
-// An Option configures a Policy. Adapters wrap each one in an option of
-// their own type, under the same name.
+// An Option configures a Policy.
 type Option func(*settings)
+
+// A RateFunc chooses the rate of a request, such as its user's plan (see
+// WithRateFunc).
+type RateFunc func(keyfunc.Request) (core.Rate, error)
+
+// A CostFunc chooses the permits a request takes, such as a batch's item
+// count (see WithCostFunc).
+type CostFunc func(keyfunc.Request) (int64, error)
 
 // settings are a Policy's options, defaults first.
 type settings struct {
-	name          string
-	named         bool
-	keys          []keyfunc.KeyFunc
-	keySet        bool
-	cost          int64
-	costFunc      func(keyfunc.Request) (int64, error)
-	rateFunc      func(keyfunc.Request) (core.Rate, error)
-	maxWait       time.Duration
-	maxWaiters    int
-	maxPerKey     int
-	timeout       time.Duration
-	failure       failure
-	instances     int
-	fallbackKeys  int
-	headers       headerStyle
-	missing       missingKey
-	missingIP     []keyfunc.IPOption
-	refund        func(status int) bool
-	dryRun        bool
-	dryRunHeaders bool
-	observer      observe.Observer
+	keys       []keyfunc.KeyFunc
+	keySet     bool
+	cost       int64
+	costFunc   CostFunc
+	rateFunc   RateFunc
+	maxWait    time.Duration
+	maxWaiters int
+	maxPerKey  int
+	timeout    time.Duration
+	failure    failure
+	instances  int
+	headers    headerStyle
+	missing    missingKey
+	missingIP  []keyfunc.IPOption
+	refund     func(status int) bool
+	dryRun     bool
+	observer   observe.Observer
 }
 
+// Defaults of a Policy's options.
+const (
+	defaultTimeout          = 100 * time.Millisecond
+	defaultMaxWaiters       = 1024
+	defaultMaxWaitersPerKey = 32
+	// fallbackKeys bounds the keys the local fallback keeps in memory per
+	// policy, the least recently used going first: about 256 bytes each,
+	// 25 MB in all.
+	fallbackKeys = 100_000
+)
+
 func defaults() settings {
-	return settings{cost: 1, maxWaiters: DefaultMaxWaiters, maxPerKey: DefaultMaxWaitersPerKey,
-		timeout: DefaultTimeout, failure: failLocal, instances: 1, fallbackKeys: DefaultFallbackKeys}
+	return settings{cost: 1, maxWaiters: defaultMaxWaiters, maxPerKey: defaultMaxWaitersPerKey,
+		timeout: defaultTimeout, failure: failLocal, instances: 1}
+}
+
+// validate checks the options against the policy's rate r.
+func (s *settings) validate(r core.Rate) error {
+	switch {
+	case s.cost < 1 || s.cost > r.Permits:
+		return fmt.Errorf("WithCost(%d): %w: the cost must be from 1 to the rate's %d permits", s.cost, core.ErrInvalidPermits, r.Permits)
+	case s.maxWait < 0:
+		return fmt.Errorf("WithWait(%v): %w: a negative wait", s.maxWait, core.ErrInvalidOption)
+	case s.maxWaiters < 1:
+		return fmt.Errorf("WithMaxWaiters(%d): %w: at least one request must be able to wait", s.maxWaiters, core.ErrInvalidOption)
+	case s.maxPerKey < 1:
+		return fmt.Errorf("WithMaxWaitersPerKey(%d): %w: at least one request must be able to wait", s.maxPerKey, core.ErrInvalidOption)
+	case s.instances < 1:
+		return fmt.Errorf("WithFailLocal(%d): %w: at least one instance", s.instances, core.ErrInvalidOption)
+	case s.timeout <= 0:
+		return fmt.Errorf("WithTimeout(%v): %w: the timeout must be positive", s.timeout, core.ErrInvalidOption)
+	case s.keySet && len(s.keys) == 0:
+		return fmt.Errorf("WithKey(): %w: no key function", core.ErrInvalidOption)
+	}
+	for i, k := range s.keys {
+		if k == nil {
+			return fmt.Errorf("WithKey: %w: key function %d of %d is nil", core.ErrInvalidOption, i+1, len(s.keys))
+		}
+	}
+	return nil
 }
 
 // failure is what a policy does when Redis cannot decide.
@@ -62,13 +92,23 @@ const (
 	failClosed
 )
 
-// WithName names the policy: the name goes into limiter names, headers and
-// 429 bodies. Middlewares on one Client with the same name share one budget,
-// and must have the same rate and key. A name is 1 to 64 printable ASCII
-// characters. Without a name, a policy is named after its rate (see
-// package documentation), and shares its budget with no other.
-func WithName(name string) Option {
-	return func(s *settings) { s.name, s.named = name, true }
+// missingKey is what a policy does with a request that has no key.
+type missingKey uint8
+
+const (
+	missingIP missingKey = iota
+	missingDeny
+	missingServe
+)
+
+func (m missingKey) String() string {
+	switch m {
+	case missingDeny:
+		return "WithMissingKeyDeny()"
+	case missingServe:
+		return "WithMissingKeyServe()"
+	}
+	return "WithMissingKeyIP()"
 }
 
 // WithKey sets the key functions that say who is limited; several are
@@ -83,6 +123,48 @@ func WithKey(keys ...keyfunc.KeyFunc) Option {
 // permits. The default is 1.
 func WithCost(permits int64) Option {
 	return func(s *settings) { s.cost = permits }
+}
+
+// WithCostFunc chooses the permits each request takes, such as a batch's
+// item count. A cost that f cannot give (an error) or that is below 1 is
+// the client's mistake: the request is answered 400 with a problem+json
+// body, and the error is reported. A cost above the rate can never be
+// granted: the request is answered 413.
+func WithCostFunc(f CostFunc) Option {
+	return func(s *settings) { s.costFunc = f }
+}
+
+// WithRateFunc chooses the rate of each request, such as its user's plan.
+// When f fails or returns an invalid rate, the request is limited at the
+// rate given to New, and the error is reported. The limiter name does not
+// change with the rate: a user who moves from one rate to another keeps one
+// budget, its rate updated in place with its history; to give each rate a
+// budget of its own, put the plan in the key. The headers show the rate
+// used. Each distinct rate is validated and prepared once; at most 256 are
+// kept, and further ones are prepared for each request.
+func WithRateFunc(f RateFunc) Option {
+	return func(s *settings) { s.rateFunc = f }
+}
+
+// WithRefund gives back the permits of a request whose response status
+// matches: its own grant, exactly, before the middleware returns. Counting
+// only failed logins is WithRefundSuccessful. A refund that fails (Redis
+// down) is logged.
+func WithRefund(refund func(status int) bool) Option {
+	return func(s *settings) { s.refund = refund }
+}
+
+// WithRefundFailed gives back the permits of requests answered 400 or
+// above: only successful requests count (fiber's SkipFailedRequests).
+func WithRefundFailed() Option {
+	return WithRefund(func(status int) bool { return status >= 400 })
+}
+
+// WithRefundSuccessful gives back the permits of requests answered below
+// 400: only failed requests count, such as failed logins (fiber's
+// SkipSuccessfulRequests).
+func WithRefundSuccessful() Option {
+	return WithRefund(func(status int) bool { return status < 400 })
 }
 
 // WithWait turns on wait mode: a request over the limit waits for a permit
@@ -105,7 +187,7 @@ func WithMaxWaitersPerKey(n int) Option {
 	return func(s *settings) { s.maxPerKey = n }
 }
 
-// WithTimeout bounds the Redis round trips of a decision. The default is
+// WithTimeout bounds each Redis round trip of a decision. The default is
 // 100 ms.
 func WithTimeout(d time.Duration) Option {
 	return func(s *settings) { s.timeout = d }
@@ -114,63 +196,34 @@ func WithTimeout(d time.Duration) Option {
 // WithFailLocal is the default failure policy: while Redis cannot decide (a
 // round trip failed or timed out), each process limits each key in memory
 // at the rate divided by instances (rounded up, at least 1 permit), with the
-// same keys, names, headers and 429s, so that a slow or unreachable Redis
-// limits each process to its share instead of serving everyone. Give the
-// number of processes that share the limit. Redis decides again once a
-// round trip succeeds: a request tries it at most once a second. Requests
-// denied by Redis before the outage stay denied until their retry time
-// (the core's denial cache). The fallback keeps at most
-// DefaultFallbackKeys keys per policy in memory.
+// same keys, headers and 429s, so that a slow or unreachable Redis limits
+// each process to its share instead of serving everyone. Give the number
+// of processes that share the limit. Requests Redis denied before the
+// outage stay denied until their retry time. The fallback keeps at most
+// 100 000 keys per policy in memory, the least recently used going first.
 func WithFailLocal(instances int) Option {
 	return func(s *settings) { s.failure, s.instances = failLocal, instances }
 }
 
-// WithFailOpen serves requests whose decision failed, and passes the error
-// to the error handler: an outage turns limiting off.
+// WithFailOpen serves requests that Redis cannot decide, and reports the
+// error: an outage turns limiting off. It is the only way a request is
+// served without a decision.
 func WithFailOpen() Option {
 	return func(s *settings) { s.failure = failOpen }
 }
 
-// WithFailClosed answers 503 to requests whose decision failed.
+// WithFailClosed answers 503, with Retry-After: 1, to requests that Redis
+// cannot decide, and reports the error.
 func WithFailClosed() Option {
 	return func(s *settings) { s.failure = failClosed }
 }
 
-// WithRateFunc chooses the rate of each request, such as a plan's: f
-// returns it from the request (a user's tier set by authentication, a
-// header, a tenant); an error, or an invalid rate, fails the decision. The
-// rate given to New still names an unnamed policy. The limiter name does
-// not change with the rate: a user who moves from one rate to another keeps
-// one budget, its rate updated in place with its history; to give each rate
-// a budget of its own, put the tier in the key. The headers show the rate
-// used. Each distinct rate is validated and prepared once; at most 256 are
-// kept, and further ones are prepared for each request.
-func WithRateFunc(f func(keyfunc.Request) (core.Rate, error)) Option {
-	return func(s *settings) { s.rateFunc = f }
-}
-
-// WithCostFunc chooses the permits each request takes, such as a batch's
-// item count: f returns them from the request. A cost above the rate can
-// never be granted: such a request is answered 413 with a problem+json
-// body, not 429. A cost below 1, or an error, fails the decision.
-func WithCostFunc(f func(keyfunc.Request) (int64, error)) Option {
-	return func(s *settings) { s.costFunc = f }
-}
-
-// WithRefund gives back the permits of a request whose response status
-// matches: its own grant, exactly, before the middleware returns. Counting
-// only failed logins is WithRefund(func(s int) bool { return s < 400 }).
-// A refund that fails (Redis down) is logged and not retried.
-func WithRefund(refund func(status int) bool) Option {
-	return func(s *settings) { s.refund = refund }
-}
-
-// WithDryRun decides every request against Redis as usual (so budgets and
-// metrics are real) but serves them all: a request over the limit gets no
-// 429 and no Retry-After, and the observer sees a dry-run denial. The rate
-// limit headers are left out of dry-run denials unless headers is true.
-func WithDryRun(headers bool) Option {
-	return func(s *settings) { s.dryRun, s.dryRunHeaders = true, headers }
+// WithDryRun decides every request as usual (so budgets and metrics are
+// real) but serves them all: a request over the limit gets the rate limit
+// fields the header options select, never Retry-After, and the observer
+// sees a dry-run denial.
+func WithDryRun() Option {
+	return func(s *settings) { s.dryRun = true }
 }
 
 // WithObserver reports each decision, and each change of the local
@@ -192,18 +245,18 @@ func WithLegacyHeaders() Option {
 	return func(s *settings) { s.headers = headersLegacy }
 }
 
-// WithoutHeaders writes no rate limit headers; a 429 or 503 still carries
+// WithoutHeaders writes no rate limit headers; a refusal still carries
 // Retry-After.
 func WithoutHeaders() Option {
 	return func(s *settings) { s.headers = headersNone }
 }
 
 // WithMissingKeyIP limits a request that has no key (its key function
-// found no user, API key or route) by its client IP, keyfunc.IP(opts...),
-// in a namespace of its own: the limiter "<name>::ip:<address>", apart
-// from every key. This is the default, with the TCP peer as the address;
-// behind a proxy, pass keyfunc.TrustProxies, or all requests without a key
-// share the proxy's budget.
+// found no user, API key or route, or failed) by its client IP,
+// keyfunc.IP(opts...), in a namespace of its own: the limiter
+// "<name>::ip:<address>", apart from every key. This is the default, with
+// the TCP peer as the address; behind a proxy, pass keyfunc.TrustProxies,
+// or all requests without a key share the proxy's budget.
 func WithMissingKeyIP(opts ...keyfunc.IPOption) Option {
 	opts = append([]keyfunc.IPOption(nil), opts...)
 	return func(s *settings) { s.missing, s.missingIP = missingIP, opts }
@@ -219,23 +272,4 @@ func WithMissingKeyDeny() Option {
 // it.
 func WithMissingKeyServe() Option {
 	return func(s *settings) { s.missing = missingServe }
-}
-
-// missingKey is what a policy does with a request that has no key.
-type missingKey uint8
-
-const (
-	missingIP missingKey = iota
-	missingDeny
-	missingServe
-)
-
-func (m missingKey) String() string {
-	switch m {
-	case missingDeny:
-		return "WithMissingKeyDeny()"
-	case missingServe:
-		return "WithMissingKeyServe()"
-	}
-	return "WithMissingKeyIP()"
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -19,90 +20,112 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/observe"
 	"github.com/redlimit/redlimit/policy"
 )
 
-// req is a minimal keyfunc.Request.
+// req is a minimal policy.Exchange: a request, its context and the
+// response's header.
 type req struct {
 	ctx    context.Context
 	peer   string
 	route  string
 	header http.Header
 	values map[any]any
+	resp   http.Header
 }
 
-func (r req) Context() context.Context       { return r.ctx }
-func (r req) Method() string                 { return http.MethodGet }
-func (r req) Route() (string, error)         { return r.route, nil }
-func (r req) Header(n string) string         { return r.header.Get(n) }
-func (r req) HeaderValues(n string) []string { return r.header.Values(n) }
-func (r req) Query(string) string            { return "" }
-func (r req) RemoteAddr() string             { return r.peer }
-func (r req) Value(key any) any              { return r.values[key] }
+func (r *req) Context() context.Context       { return r.ctx }
+func (r *req) SetContext(ctx context.Context) { r.ctx = ctx }
+func (r *req) SetHeader(name, value string)   { r.resp[name] = []string{value} }
+func (r *req) Method() string                 { return http.MethodGet }
+func (r *req) Route() (string, error)         { return r.route, nil }
+func (r *req) Header(n string) string         { return r.header.Get(n) }
+func (r *req) HeaderValues(n string) []string { return r.header.Values(n) }
+func (r *req) Query(string) string            { return "" }
+func (r *req) RemoteAddr() string             { return r.peer }
+func (r *req) Value(key any) any              { return r.values[key] }
+func (r *req) with(k, v string) *req          { r.header.Set(k, v); return r }
+func (r *req) user(u string) *req             { r.values["user"] = u; return r }
+func newReq(peer string) *req {
+	return &req{ctx: context.Background(), peer: peer, header: http.Header{}, values: map[any]any{}, resp: http.Header{}}
+}
+func (r *req) reset() { r.ctx, r.resp = context.Background(), http.Header{} }
 
-func newReq(peer string) req {
-	return req{ctx: context.Background(), peer: peer, header: http.Header{}, values: map[any]any{}}
+// testExchange is a test request that can be decided again, as a new
+// request.
+type testExchange interface {
+	policy.Exchange
+	reset()
 }
 
-func mini(t *testing.T) (*core.Client, *miniredis.Miniredis) {
+// decideAgain decides r under p as a new request.
+func decideAgain(p *policy.Policy, r testExchange) policy.Decision { r.reset(); return p.Decide(r) }
+
+func mini(t *testing.T, opts ...core.Option) (*core.Client, *miniredis.Miniredis) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c, err := core.New(rdb)
+	c, err := core.New(rdb, opts...)
 	require.NoError(t, err)
 	return c, mr
 }
 
+// noDenialCache is for tests that move Redis's clock: the denial cache
+// counts on the process's.
+var noDenialCache = core.WithDenialCache(false)
+
 func TestNewValidates(t *testing.T) {
 	c, _ := mini(t)
 	for _, tc := range []struct {
+		name string
 		r    core.Rate
 		opts []policy.Option
 		want error
 		msg  string
 	}{
-		{core.Rate{}, nil, core.ErrInvalidRate, "rate 0 per 0s (Overall): core: invalid rate"},
-		{core.Rate{Permits: 1, Interval: 1500 * time.Microsecond}, nil, core.ErrInvalidRate, "rate 1 per 1.5ms"},
-		{core.PerSecond(5), []policy.Option{policy.WithCost(6)}, core.ErrInvalidPermits, "WithCost(6): "},
-		{core.PerSecond(5), []policy.Option{policy.WithCost(0)}, core.ErrInvalidPermits, "WithCost(0): "},
-		{core.PerSecond(5), []policy.Option{policy.WithCost(-1)}, core.ErrInvalidPermits, "WithCost(-1): "},
-		{core.PerSecond(5), []policy.Option{policy.WithWait(-time.Second)}, core.ErrInvalidOption, "WithWait(-1s): "},
-		{core.PerSecond(5), []policy.Option{policy.WithTimeout(0)}, core.ErrInvalidOption, "WithTimeout(0s): "},
-		{core.PerSecond(5), []policy.Option{policy.WithTimeout(-time.Millisecond)}, core.ErrInvalidOption, "WithTimeout(-1ms): "},
-		{core.PerSecond(5), []policy.Option{policy.WithMaxWaiters(0)}, core.ErrInvalidOption, "WithMaxWaiters(0): "},
-		{core.PerSecond(5), []policy.Option{policy.WithName("")}, core.ErrInvalidOption, `WithName(""): `},
-		{core.PerSecond(5), []policy.Option{policy.WithName("é")}, core.ErrInvalidOption, `WithName("é"): `},
-		{core.PerSecond(5), []policy.Option{policy.WithName("a\nb")}, core.ErrInvalidOption, `WithName("a\nb"): `},
-		{core.PerSecond(5), []policy.Option{policy.WithName(strings.Repeat("n", 65))}, core.ErrInvalidOption, `WithName("nnnn`},
-		{core.PerSecond(5), []policy.Option{policy.WithKey()}, core.ErrInvalidOption, "WithKey(): "},
-		{core.PerSecond(5), []policy.Option{policy.WithKey(keyfunc.IP(), nil)}, core.ErrInvalidOption, "WithKey: core: invalid option: key function 2 of 2 is nil"},
+		{"a", core.Rate{}, nil, core.ErrInvalidRate, `policy "a": rate 0 per 0s (Overall): core: invalid rate`},
+		{"a", core.Rate{Permits: 1, Interval: 1500 * time.Microsecond}, nil, core.ErrInvalidRate, "rate 1 per 1.5ms"},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithCost(6)}, core.ErrInvalidPermits, `policy "a": WithCost(6): `},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithCost(0)}, core.ErrInvalidPermits, "WithCost(0): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithCost(-1)}, core.ErrInvalidPermits, "WithCost(-1): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithWait(-time.Second)}, core.ErrInvalidOption, "WithWait(-1s): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithTimeout(0)}, core.ErrInvalidOption, "WithTimeout(0s): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithTimeout(-time.Millisecond)}, core.ErrInvalidOption, "WithTimeout(-1ms): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithMaxWaiters(0)}, core.ErrInvalidOption, "WithMaxWaiters(0): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithMaxWaitersPerKey(0)}, core.ErrInvalidOption, "WithMaxWaitersPerKey(0): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithFailLocal(0)}, core.ErrInvalidOption, "WithFailLocal(0): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithKey()}, core.ErrInvalidOption, "WithKey(): "},
+		{"a", core.PerSecond(5), []policy.Option{policy.WithKey(keyfunc.IP(), nil)}, core.ErrInvalidOption, "WithKey: core: invalid option: key function 2 of 2 is nil"},
+		{"", core.PerSecond(5), nil, core.ErrInvalidOption, `policy "": core: invalid option: a name is 1 to 64 printable ASCII characters`},
+		{"é", core.PerSecond(5), nil, core.ErrInvalidOption, `policy "é": `},
+		{"a\nb", core.PerSecond(5), nil, core.ErrInvalidOption, `policy "a\nb": `},
+		{strings.Repeat("n", 65), core.PerSecond(5), nil, core.ErrInvalidOption, `policy "nnnn`},
 	} {
-		_, err := policy.New(c, tc.r, tc.opts...)
+		_, err := policy.New(c, tc.name, tc.r, tc.opts...)
 		require.ErrorIs(t, err, tc.want, "%v", tc.msg)
 		assert.Contains(t, err.Error(), tc.msg)
 	}
-	_, err := policy.New(nil, core.PerSecond(1))
+	_, err := policy.New(nil, "a", core.PerSecond(1))
 	assert.ErrorIs(t, err, core.ErrInvalidOption)
+	assert.PanicsWithError(t, `policy "b": rate 0 per 0s (Overall): core: invalid rate: permits 0 not in [1, 4294967295]`,
+		func() { policy.MustNew(c, "b", core.Rate{}) })
 
 	// Valid edges.
-	for _, opts := range [][]policy.Option{
-		{policy.WithCost(5)}, {policy.WithWait(0)}, {policy.WithMaxWaiters(1)}, {policy.WithTimeout(time.Nanosecond)},
-		{policy.WithName(strings.Repeat("n", 64))}, {policy.WithName(` !"\~`)}, {nil},
+	for i, opts := range [][]policy.Option{
+		{policy.WithCost(5)}, {policy.WithWait(0)}, {policy.WithMaxWaiters(1)}, {policy.WithTimeout(time.Nanosecond)}, {nil},
 	} {
-		_, err := policy.New(c, core.PerSecond(5), opts...)
+		_, err := policy.New(c, fmt.Sprint("edge", i), core.PerSecond(5), opts...)
+		assert.NoError(t, err)
+	}
+	for _, name := range []string{strings.Repeat("n", 64), ` !"\~`} {
+		_, err := policy.New(c, name, core.PerSecond(5))
 		assert.NoError(t, err)
 	}
 }
 
-func decide(t *testing.T, p *policy.Policy, r keyfunc.Request, want policy.Outcome) policy.Decision {
-	t.Helper()
-	d := p.Decide(r, false)
-	require.Equal(t, want, d.Outcome, "%+v", d)
-	return d
-}
-
 // keys returns the limiters' config keys in Redis (the hashes).
-func keys(t *testing.T, mr *miniredis.Miniredis) []string {
+func keys(mr *miniredis.Miniredis) []string {
 	var out []string
 	for _, k := range mr.Keys() {
 		if !strings.HasPrefix(k, "{") {
@@ -112,239 +135,363 @@ func keys(t *testing.T, mr *miniredis.Miniredis) []string {
 	return out
 }
 
+// decide decides r under p and checks its outcome and status.
+func decide(t *testing.T, p *policy.Policy, r testExchange, want observe.Outcome, status int) policy.Decision {
+	t.Helper()
+	d := decideAgain(p, r)
+	require.Equal(t, want, d.Outcome, "%+v", d)
+	require.Equal(t, status, d.Status, "%+v", d)
+	return d
+}
+
 func TestLimiterNames(t *testing.T) {
 	c, mr := mini(t)
-	p, err := policy.New(c, core.PerSecond(1), policy.WithName("api:v1 {x}"))
-	require.NoError(t, err)
-	decide(t, p, newReq("192.0.2.1:1234"), policy.Allowed)
-	decide(t, p, newReq("[2001:db8::1]:80"), policy.Allowed)
-	assert.ElementsMatch(t, []string{"api%3Av1%20%7Bx%7D:192.0.2.1", "api%3Av1%20%7Bx%7D:2001%3Adb8%3A%3A%2F64"}, keys(t, mr),
+	p := policy.MustNew(c, "api:v1 {x}", core.PerSecond(1))
+	decide(t, p, newReq("192.0.2.1:1234"), observe.Allowed, 0)
+	decide(t, p, newReq("[2001:db8::1]:80"), observe.Allowed, 0)
+	assert.ElementsMatch(t, []string{"api%3Av1%20%7Bx%7D:192.0.2.1", "api%3Av1%20%7Bx%7D:2001%3Adb8%3A%3A%2F64"}, keys(mr),
 		"policy name and key escaped")
 
 	// A hand-written key function returns any string: it is escaped.
 	mr.FlushAll()
 	raw := func(r keyfunc.Request) (string, error) { return r.Header("X-Tenant"), nil }
-	p, err = policy.New(c, core.PerSecond(1), policy.WithName("t"), policy.WithKey(raw))
-	require.NoError(t, err)
+	p = policy.MustNew(c, "t", core.PerSecond(1), policy.WithKey(raw))
 	for _, tenant := range []string{"a:b", "{a}", strings.Repeat("x", 65)} {
-		r := newReq("192.0.2.1:1")
-		r.header.Set("X-Tenant", tenant)
-		decide(t, p, r, policy.Allowed)
+		decide(t, p, newReq("192.0.2.1:1").with("X-Tenant", tenant), observe.Allowed, 0)
 	}
-	assert.ElementsMatch(t, []string{"t:a%3Ab", "t:%7Ba%7D", "t:" + keyfunc.Escape(strings.Repeat("x", 65))}, keys(t, mr))
+	assert.ElementsMatch(t, []string{"t:a%3Ab", "t:%7Ba%7D", "t:" + keyfunc.Escape(strings.Repeat("x", 65))}, keys(mr))
 
 	// Several keys are joined, each escaped, and escaped again as one key.
 	mr.FlushAll()
-	p, err = policy.New(c, core.PerSecond(1), policy.WithName("u"), policy.WithKey(keyfunc.Header("X-User"), keyfunc.IP()))
-	require.NoError(t, err)
-	r := newReq("[2001:db8::1]:80")
-	r.header.Set("X-User", "a:b")
-	decide(t, p, r, policy.Allowed)
-	assert.Equal(t, []string{"u:a%253Ab%3A2001%253Adb8%253A%253A%252F64"}, keys(t, mr))
+	p = policy.MustNew(c, "u", core.PerSecond(1), policy.WithKey(keyfunc.Header("X-User"), keyfunc.IP()))
+	decide(t, p, newReq("[2001:db8::1]:80").with("X-User", "a:b"), observe.Allowed, 0)
+	assert.Equal(t, []string{"u:a%253Ab%3A2001%253Adb8%253A%253A%252F64"}, keys(mr))
+}
+
+// Policies of one name on one Client share one budget, and must agree on
+// the rate and the missing-key choice; key functions cannot be compared.
+func TestOneNameIsOneLimit(t *testing.T) {
+	c, _ := mini(t)
+	a := policy.MustNew(c, "shared", core.PerMinute(3))
+	b := policy.MustNew(c, "shared", core.PerMinute(3), policy.WithKey(keyfunc.IP()))
+	r := newReq("192.0.2.1:1")
+	decide(t, a, r, observe.Allowed, 0)
+	decide(t, b, r, observe.Allowed, 0)
+	decide(t, a, r, observe.Allowed, 0)
+	decide(t, b, r, observe.Denied, http.StatusTooManyRequests)
+
+	for _, tc := range []struct {
+		r    core.Rate
+		opt  policy.Option
+		want string
+	}{
+		{core.PerMinute(4), nil, `policy "shared": core: invalid option: a policy of this name on this client has the rate 3 per 1m0s (Overall), and this one 4 per 1m0s (Overall)`},
+		{core.PerMinute(3), policy.WithMissingKeyServe(), "has WithMissingKeyIP(), and this one WithMissingKeyServe()"},
+	} {
+		_, err := policy.New(c, "shared", tc.r, tc.opt)
+		require.ErrorIs(t, err, core.ErrInvalidOption)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	// Another client has its own names.
+	c2, _ := mini(t)
+	policy.MustNew(c2, "shared", core.PerMinute(4))
 }
 
 func TestMissingKey(t *testing.T) {
 	c, mr := mini(t)
 	user := policy.WithKey(keyfunc.User("user"))
-	alice := newReq("192.0.2.1:1")
-	alice.values["user"] = "alice"
-	ipLike := newReq("192.0.2.1:1")
-	ipLike.values["user"] = "192.0.2.1"
+	alice := newReq("192.0.2.1:1").user("alice")
+	ipLike := newReq("192.0.2.1:1").user("192.0.2.1")
 	anon := newReq("192.0.2.1:1")
 
-	// The default: the client IP, in a namespace of its own.
-	p, err := policy.New(c, core.PerMinute(2), policy.WithName("ip"), user)
-	require.NoError(t, err)
-	decide(t, p, anon, policy.Allowed)
-	decide(t, p, anon, policy.Allowed)
-	d := decide(t, p, anon, policy.Denied)
-	assert.Nil(t, d.Err)
-	decide(t, p, ipLike, policy.Allowed)
-	decide(t, p, alice, policy.Allowed)
-	assert.ElementsMatch(t, []string{"ip::ip:192.0.2.1", "ip:192.0.2.1", "ip:alice"}, keys(t, mr))
+	// The default: the client IP, in a namespace of its own; no error,
+	// since a missing key is no failure.
+	p := policy.MustNew(c, "ip", core.PerMinute(2), user)
+	decide(t, p, anon, observe.Allowed, 0)
+	decide(t, p, anon, observe.Allowed, 0)
+	d := decide(t, p, anon, observe.Denied, http.StatusTooManyRequests)
+	assert.NoError(t, d.Err)
+	decide(t, p, ipLike, observe.Allowed, 0)
+	decide(t, p, alice, observe.Allowed, 0)
+	assert.ElementsMatch(t, []string{"ip::ip:192.0.2.1", "ip:192.0.2.1", "ip:alice"}, keys(mr))
 
 	// An empty key is no key.
-	empty := policy.WithKey(func(keyfunc.Request) (string, error) { return "", nil })
-	p, err = policy.New(c, core.PerMinute(2), policy.WithName("empty"), empty)
-	require.NoError(t, err)
-	decide(t, p, anon, policy.Allowed)
-	assert.Contains(t, keys(t, mr), "empty::ip:192.0.2.1")
+	p = policy.MustNew(c, "empty", core.PerMinute(2), policy.WithKey(func(keyfunc.Request) (string, error) { return "", nil }))
+	decide(t, p, anon, observe.Allowed, 0)
+	assert.Contains(t, keys(mr), "empty::ip:192.0.2.1")
 
 	// Behind a proxy, the fallback can trust it.
-	p, err = policy.New(c, core.PerMinute(2), policy.WithName("proxied"), user,
-		policy.WithMissingKeyIP(keyfunc.TrustProxies(netipPrefix(t, "192.0.2.0/24"))))
-	require.NoError(t, err)
-	r := newReq("192.0.2.1:1")
-	r.header.Set("X-Forwarded-For", "198.51.100.7")
-	decide(t, p, r, policy.Allowed)
-	assert.Contains(t, keys(t, mr), "proxied::ip:198.51.100.7")
+	p = policy.MustNew(c, "proxied", core.PerMinute(2), user,
+		policy.WithMissingKeyIP(keyfunc.TrustProxies(netip.MustParsePrefix("192.0.2.0/24"))))
+	decide(t, p, newReq("192.0.2.1:1").with("X-Forwarded-For", "198.51.100.7"), observe.Allowed, 0)
+	assert.Contains(t, keys(mr), "proxied::ip:198.51.100.7")
 
-	// No client address either: the decision fails.
-	d = decide(t, p, newReq("@"), policy.Failed)
+	// No client address either: such requests share one limiter, and the
+	// error is reported; never unlimited.
+	d = decide(t, p, newReq("@"), observe.Allowed, 0)
 	assert.ErrorIs(t, d.Err, keyfunc.ErrNoKey)
+	decide(t, p, newReq("@"), observe.Allowed, 0)
+	decide(t, p, newReq(""), observe.Denied, http.StatusTooManyRequests)
+	assert.Contains(t, keys(mr), "proxied::ip")
 
-	p, err = policy.New(c, core.PerMinute(2), policy.WithName("deny"), user, policy.WithMissingKeyDeny())
-	require.NoError(t, err)
-	d = decide(t, p, anon, policy.Rejected)
-	assert.ErrorIs(t, d.Err, keyfunc.ErrNoKey)
-	status, body := p.Reply(d)
-	assert.Equal(t, http.StatusForbidden, status)
-	assert.Contains(t, string(body), `"status":403`)
-	decide(t, p, alice, policy.Allowed)
+	p = policy.MustNew(c, "deny", core.PerMinute(2), user, policy.WithMissingKeyDeny())
+	d = decide(t, p, anon, observe.ErrorRejected, http.StatusForbidden)
+	assert.NoError(t, d.Err)
+	assert.Contains(t, string(d.Body), `"status":403`)
+	decide(t, p, alice, observe.Allowed, 0)
 
-	p, err = policy.New(c, core.PerMinute(2), policy.WithName("serve"), user, policy.WithMissingKeyServe())
-	require.NoError(t, err)
+	p = policy.MustNew(c, "serve", core.PerMinute(2), user, policy.WithMissingKeyServe())
 	for range 3 {
-		d = decide(t, p, anon, policy.Unlimited)
-		status, _ := p.Reply(d)
-		assert.Zero(t, status)
-		assert.Empty(t, setHeaders(p, d))
+		d = decide(t, p, anon, observe.ErrorServed, 0)
+		assert.Empty(t, anon.resp, "no limit, no headers")
 	}
-	assert.NotContains(t, strings.Join(keys(t, mr), " "), "serve:")
-
-	// Other errors of a key function fail the decision, whatever the choice.
-	errBoom := errors.New("boom")
-	p, err = policy.New(c, core.PerMinute(2), policy.WithMissingKeyServe(),
-		policy.WithKey(func(keyfunc.Request) (string, error) { return "", errBoom }))
-	require.NoError(t, err)
-	d = decide(t, p, anon, policy.Failed)
-	assert.ErrorIs(t, d.Err, errBoom)
+	assert.NotContains(t, strings.Join(keys(mr), " "), "serve:")
 }
 
-func TestRouteUnknownFails(t *testing.T) {
-	c, _ := mini(t)
-	p, err := policy.New(c, core.PerMinute(2), policy.WithKey(keyfunc.Route()))
-	require.NoError(t, err)
-	d := decide(t, p, unrouted{newReq("192.0.2.1:1")}, policy.Failed)
+var errBoom = errors.New("boom")
+
+// A key function that fails, or cannot know the route, falls under the
+// missing-key rule, and its error is reported: never unlimited by
+// accident.
+func TestKeyFunctionFailureFallsUnderTheMissingKeyRule(t *testing.T) {
+	c, mr := mini(t)
+	boom := policy.WithKey(func(keyfunc.Request) (string, error) { return "", errBoom })
+	r := newReq("192.0.2.1:1")
+
+	p := policy.MustNew(c, "boom", core.PerMinute(1), boom)
+	d := decide(t, p, r, observe.Allowed, 0)
+	assert.ErrorIs(t, d.Err, errBoom)
+	assert.ErrorContains(t, d.Err, "policy boom: key: boom")
+	d = decide(t, p, r, observe.Denied, http.StatusTooManyRequests)
+	assert.ErrorIs(t, d.Err, errBoom)
+	assert.Contains(t, keys(mr), "boom::ip:192.0.2.1")
+
+	d = decide(t, policy.MustNew(c, "boom-deny", core.PerMinute(1), boom, policy.WithMissingKeyDeny()), r, observe.ErrorRejected, http.StatusForbidden)
+	assert.ErrorIs(t, d.Err, errBoom)
+	d = decide(t, policy.MustNew(c, "boom-serve", core.PerMinute(1), boom, policy.WithMissingKeyServe()), r, observe.ErrorServed, 0)
+	assert.ErrorIs(t, d.Err, errBoom, "served as the missing-key choice says, and reported")
+
+	route := policy.MustNew(c, "route", core.PerMinute(1), policy.WithKey(keyfunc.Route()))
+	d = decide(t, route, &unrouted{newReq("192.0.2.1:1")}, observe.Allowed, 0)
 	assert.ErrorIs(t, d.Err, keyfunc.ErrRouteUnknown)
-	assert.Contains(t, d.Err.Error(), "put the middleware on the route")
-	// A request that matched no route has no key: the missing-key choice.
-	decide(t, p, newReq("192.0.2.1:1"), policy.Allowed)
+	assert.ErrorContains(t, d.Err, "put the middleware on the route")
+	decide(t, route, &unrouted{newReq("192.0.2.1:1")}, observe.Denied, http.StatusTooManyRequests)
+	assert.Contains(t, keys(mr), "route::ip:192.0.2.1")
+	// A request that matched no route has no key: no error.
+	d = decide(t, route, newReq("192.0.2.2:1"), observe.Allowed, 0)
+	assert.NoError(t, d.Err)
 }
 
 // unrouted is a request where the framework cannot know the route.
-type unrouted struct{ req }
+type unrouted struct{ *req }
 
-func (unrouted) Route() (string, error) {
+func (*unrouted) Route() (string, error) {
 	return "", fmt.Errorf("example: %w: put the middleware on the route", keyfunc.ErrRouteUnknown)
 }
 
-// setHeaders returns what SetHeaders writes.
-func setHeaders(p *policy.Policy, d policy.Decision) http.Header {
-	h := http.Header{}
-	p.SetHeaders(h, d)
-	return h
+// A rate function that fails or gives an invalid rate limits at the
+// policy's own rate, and reports the error.
+func TestRateFunctionFailureLimitsAtThePolicysRate(t *testing.T) {
+	c, _ := mini(t)
+	plans := map[string]core.Rate{"pro": core.PerMinute(4)}
+	p := policy.MustNew(c, "plan", core.PerMinute(2), policy.WithKey(keyfunc.User("user")),
+		policy.WithRateFunc(func(r keyfunc.Request) (core.Rate, error) {
+			if r.Header("X-Plan") == "error" {
+				return core.Rate{}, errBoom
+			}
+			return plans[r.Header("X-Plan")], nil
+		}))
+	pro := newReq("192.0.2.1:1").user("p").with("X-Plan", "pro")
+	for range 4 {
+		d := decide(t, p, pro, observe.Allowed, 0)
+		assert.NoError(t, d.Err)
+		assert.Equal(t, `"plan";q=4;w=60`, pro.resp.Get("RateLimit-Policy"))
+	}
+	for _, plan := range []string{"unknown", "error"} {
+		r := newReq("192.0.2.1:1").user(plan).with("X-Plan", plan)
+		decide(t, p, r, observe.Allowed, 0)
+		d := decide(t, p, r, observe.Allowed, 0)
+		assert.Equal(t, `"plan";q=2;w=60`, r.resp.Get("RateLimit-Policy"), "the policy's own rate")
+		d = decide(t, p, r, observe.Denied, http.StatusTooManyRequests)
+		assert.ErrorContains(t, d.Err, "policy plan: rate (limited at the policy's own rate): ")
+	}
+	d := decideAgain(p, newReq("192.0.2.1:1").user("u").with("X-Plan", "unknown"))
+	assert.ErrorIs(t, d.Err, core.ErrInvalidRate)
+	d = decideAgain(p, newReq("192.0.2.1:1").user("u").with("X-Plan", "error"))
+	assert.ErrorIs(t, d.Err, errBoom)
+}
+
+// A cost that cannot be read, or is below 1, is the client's mistake:
+// 400. A cost above the rate can never be granted: 413.
+func TestCosts(t *testing.T) {
+	c, _ := mini(t)
+	p := policy.MustNew(c, "batch", core.PerMinute(10), policy.WithCostFunc(func(r keyfunc.Request) (int64, error) {
+		var n int64
+		_, err := fmt.Sscan(r.Header("X-Items"), &n)
+		return n, err
+	}))
+	r := newReq("192.0.2.1:1")
+	decide(t, p, r.with("X-Items", "4"), observe.Allowed, 0)
+	assert.Equal(t, "6", r.resp.Get("X-Ratelimit-Remaining"))
+	for _, items := range []string{"0", "-1", "x", ""} {
+		d := decide(t, p, r.with("X-Items", items), observe.ErrorRejected, http.StatusBadRequest)
+		assert.Contains(t, string(d.Body), `"status":400`)
+		assert.ErrorContains(t, d.Err, "policy batch: cost: ")
+		assert.Empty(t, r.resp, "no limiter decided: no fields")
+	}
+	d := decide(t, p, r.with("X-Items", "11"), observe.Denied, http.StatusRequestEntityTooLarge)
+	assert.NoError(t, d.Err, "a request too big is no error")
+	assert.Contains(t, string(d.Body), "docs/middleware.md#a-cost-above-the-rate")
+	assert.Empty(t, r.resp.Get("Retry-After"), "no retry time that would lie")
+	decide(t, p, r.with("X-Items", "6"), observe.Allowed, 0)
+	decide(t, p, r.with("X-Items", "1"), observe.Denied, http.StatusTooManyRequests)
 }
 
 func TestHeaders(t *testing.T) {
-	c, _ := mini(t)
-	p, err := policy.New(c, core.PerMinute(100), policy.WithName(`a "q" \ b`))
-	require.NoError(t, err)
-	allowed := policy.Decision{Outcome: policy.Allowed, Result: core.Result{Allowed: true, Remaining: 42, ResetAfter: 16100 * time.Millisecond}}
-	h := setHeaders(p, allowed)
-	assert.Equal(t, `"a \"q\" \\ b";q=100;w=60`, h.Get("RateLimit-Policy"))
-	assert.Equal(t, `"a \"q\" \\ b";r=42;t=17`, h.Get("RateLimit"), "t rounds up")
-	assert.Equal(t, "100", h.Get("X-RateLimit-Limit"))
-	assert.Equal(t, "42", h.Get("X-RateLimit-Remaining"))
-	assert.Equal(t, "17", h.Get("X-RateLimit-Reset"))
-	assert.Empty(t, h.Get("Retry-After"))
+	c, mr := mini(t, noDenialCache)
+	mr.SetTime(time.Unix(1_700_000_000, 0))
+	p := policy.MustNew(c, `a "q" \ b`, core.PerMinute(3))
+	r := newReq("192.0.2.1:1")
+	decide(t, p, r, observe.Allowed, 0)
+	assert.Equal(t, http.Header{
+		"Ratelimit-Policy":      {`"a \"q\" \\ b";q=3;w=60`},
+		"Ratelimit":             {`"a \"q\" \\ b";r=2;t=60`},
+		"X-Ratelimit-Limit":     {"3"},
+		"X-Ratelimit-Remaining": {"2"},
+		"X-Ratelimit-Reset":     {"60"},
+	}, r.resp)
+	decide(t, p, r, observe.Allowed, 0)
+	mr.SetTime(time.Unix(1_700_000_000, 100e6))
+	decide(t, p, r, observe.Allowed, 0)
+	mr.SetTime(time.Unix(1_700_000_001, 0))
+	decide(t, p, r, observe.Denied, http.StatusTooManyRequests)
+	assert.Equal(t, "59", r.resp.Get("Retry-After"), "until the first grant leaves the window")
+	assert.Equal(t, `"a \"q\" \\ b";r=0;t=59`, r.resp.Get("RateLimit"), "t agrees with Retry-After")
+	assert.Equal(t, "59", r.resp.Get("X-RateLimit-Reset"))
+	mr.SetTime(time.Unix(1_700_000_059, 999e6))
+	decide(t, p, r, observe.Denied, http.StatusTooManyRequests)
+	assert.Equal(t, "1", r.resp.Get("Retry-After"), "1 ms, rounded up: never earlier than the real wait")
 
-	denied := policy.Decision{Outcome: policy.Denied, Result: core.Result{RetryAfter: 1001 * time.Millisecond, ResetAfter: time.Minute}}
-	h = setHeaders(p, denied)
-	assert.Equal(t, "2", h.Get("Retry-After"), "never earlier than the real wait")
-	assert.Equal(t, `"a \"q\" \\ b";r=0;t=2`, h.Get("RateLimit"), "t agrees with Retry-After")
-	assert.Equal(t, "2", h.Get("X-RateLimit-Reset"))
+	sub := policy.MustNew(c, "s", core.Rate{Permits: 5, Interval: 1500 * time.Millisecond})
+	decide(t, sub, r, observe.Allowed, 0)
+	assert.Equal(t, `"s";q=5`, r.resp.Get("RateLimit-Policy"), "no w for a sub-second window")
 
-	h = setHeaders(p, policy.Decision{Outcome: policy.Denied, Result: core.Result{RetryAfter: time.Millisecond}})
-	assert.Equal(t, "1", h.Get("Retry-After"), "at least one second")
-
-	h = setHeaders(p, policy.Decision{Outcome: policy.Failed, Err: errors.New("x")})
-	assert.Empty(t, h, "fail open writes nothing")
-	closed, err := policy.New(c, core.PerMinute(100), policy.WithFailClosed())
-	require.NoError(t, err)
-	assert.Equal(t, http.Header{"Retry-After": {"1"}}, setHeaders(closed, policy.Decision{Outcome: policy.Failed}))
-
-	sub, err := policy.New(c, core.Rate{Permits: 5, Interval: 1500 * time.Millisecond}, policy.WithName("s"))
-	require.NoError(t, err)
-	assert.Equal(t, `"s";q=5`, setHeaders(sub, allowed).Get("RateLimit-Policy"), "no w for a sub-second window")
-
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		opt        policy.Option
 		ietf, lgcy bool
 	}{{nil, true, true}, {policy.WithIETFHeaders(), true, false}, {policy.WithLegacyHeaders(), false, true}, {policy.WithoutHeaders(), false, false}} {
-		p, err := policy.New(c, core.PerMinute(100), tc.opt)
-		require.NoError(t, err)
-		for _, d := range []policy.Decision{allowed, denied} {
-			h := setHeaders(p, d)
-			assert.Equal(t, tc.ietf, h.Get("RateLimit") != "")
-			assert.Equal(t, tc.ietf, h.Get("RateLimit-Policy") != "")
-			assert.Equal(t, tc.lgcy, h.Get("X-RateLimit-Remaining") != "")
-			assert.Equal(t, d.Outcome == policy.Denied, h.Get("Retry-After") != "")
+		p := policy.MustNew(c, fmt.Sprint("style", i), core.PerMinute(1), tc.opt)
+		for _, status := range []int{0, http.StatusTooManyRequests} {
+			d := decideAgain(p, r)
+			require.Equal(t, status, d.Status)
+			assert.Equal(t, tc.ietf, r.resp.Get("RateLimit") != "")
+			assert.Equal(t, tc.ietf, r.resp.Get("RateLimit-Policy") != "")
+			assert.Equal(t, tc.lgcy, r.resp.Get("X-RateLimit-Remaining") != "")
+			assert.Equal(t, status != 0, r.resp.Get("Retry-After") != "")
 		}
 	}
-}
 
-func TestHeadersOfSeveralPolicies(t *testing.T) {
-	c, _ := mini(t)
-	a, _ := policy.New(c, core.PerMinute(100), policy.WithName("a"))
-	b, _ := policy.New(c, core.PerSecond(5), policy.WithName("b"))
-	h := http.Header{}
-	a.SetHeaders(h, policy.Decision{Outcome: policy.Allowed, Result: core.Result{Remaining: 50, ResetAfter: time.Minute}})
-	b.SetHeaders(h, policy.Decision{Outcome: policy.Allowed, Result: core.Result{Remaining: 3, ResetAfter: time.Second}})
-	a.SetHeaders(h, policy.Decision{Outcome: policy.Allowed, Result: core.Result{Remaining: 49, ResetAfter: time.Minute}})
-	assert.Equal(t, []string{`"a";q=100;w=60`, `"b";q=5;w=1`, `"a";q=100;w=60`}, h.Values("RateLimit-Policy"))
-	assert.Equal(t, "3", h.Get("X-RateLimit-Remaining"), "the most restrictive policy")
-	assert.Equal(t, "5", h.Get("X-RateLimit-Limit"))
-	assert.Equal(t, "1", h.Get("X-RateLimit-Reset"))
-}
-
-func TestReply(t *testing.T) {
-	c, _ := mini(t)
-	p, err := policy.New(c, core.PerMinute(1), policy.WithName("login"))
-	require.NoError(t, err)
+	// Fail open writes nothing; fail closed, Retry-After 1.
+	mr.SetError("LOADING Redis is loading")
+	open := policy.MustNew(c, "open", core.PerMinute(100), policy.WithFailOpen())
+	decide(t, open, r, observe.ErrorServed, 0)
+	assert.Empty(t, r.resp)
+	closed := policy.MustNew(c, "closed", core.PerMinute(100), policy.WithFailClosed())
+	d := decide(t, closed, r, observe.ErrorRejected, http.StatusServiceUnavailable)
+	assert.Equal(t, http.Header{"Retry-After": {"1"}}, r.resp)
 	var body map[string]any
-
-	status, b := p.Reply(policy.Decision{Outcome: policy.Denied})
-	assert.Equal(t, http.StatusTooManyRequests, status)
-	require.NoError(t, json.Unmarshal(b, &body))
-	assert.Equal(t, policy.ProblemQuotaExceeded, body["type"])
-	assert.EqualValues(t, 429, body["status"])
-	assert.Equal(t, []any{"login"}, body["violated-policies"])
-
-	for _, o := range []policy.Outcome{policy.Allowed, policy.Failed, policy.Unlimited} {
-		status, b := p.Reply(policy.Decision{Outcome: o})
-		assert.Zero(t, status, "served")
-		assert.Nil(t, b)
-	}
-
-	closed, err := policy.New(c, core.PerMinute(1), policy.WithFailClosed())
-	require.NoError(t, err)
-	status, b = closed.Reply(policy.Decision{Outcome: policy.Failed})
-	assert.Equal(t, http.StatusServiceUnavailable, status)
-	body = nil
-	require.NoError(t, json.Unmarshal(b, &body))
-	assert.Equal(t, policy.ProblemReducedCapacity, body["type"])
-	assert.EqualValues(t, 503, body["status"])
+	require.NoError(t, json.Unmarshal(d.Body, &body))
+	assert.Equal(t, "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity", body["type"])
 }
 
-func TestDecide(t *testing.T) {
-	c, _ := mini(t)
-	p, err := policy.New(c, core.PerMinute(2), policy.WithName("d"))
-	require.NoError(t, err)
+// The limits of one request share what they must: every policy lists
+// itself, X-RateLimit-* are those of the one with the fewest permits left
+// or of the one that refused, and a refusal gives back the grants of the
+// policies before it.
+func TestTheLimitsOfOneRequest(t *testing.T) {
+	c, mr := mini(t, noDenialCache)
+	a := policy.MustNew(c, "a", core.PerMinute(100))
+	b := policy.MustNew(c, "b", core.PerSecond(2))
+	h := policy.MustNew(c, "h", core.PerHour(3))
 	r := newReq("192.0.2.1:1")
-	for _, want := range []policy.Outcome{policy.Allowed, policy.Allowed, policy.Denied} {
-		decide(t, p, r, want)
+	chain := func() []policy.Decision {
+		r.reset()
+		var ds []policy.Decision
+		for _, p := range []*policy.Policy{a, b, h} {
+			d := p.Decide(r)
+			ds = append(ds, d)
+			if d.Status != 0 {
+				break
+			}
+		}
+		for i := len(ds) - 1; i >= 0; i-- {
+			if ds[i].Status == 0 {
+				ds[i].Done(http.StatusOK)
+			}
+		}
+		return ds
 	}
-	d := decide(t, p, newReq("not an address"), policy.Failed)
-	assert.ErrorIs(t, d.Err, keyfunc.ErrNoKey, "no key, and no client address to fall back to")
+	ds := chain()
+	require.Len(t, ds, 3)
+	assert.Equal(t, `"a";q=100;w=60, "b";q=2;w=1, "h";q=3;w=3600`, r.resp.Get("RateLimit-Policy"))
+	assert.Equal(t, `"a";r=99;t=60, "b";r=1;t=1, "h";r=2;t=3600`, r.resp.Get("RateLimit"))
+	assert.Equal(t, "1", r.resp.Get("X-RateLimit-Remaining"), "the fewest permits left")
+	assert.Equal(t, "2", r.resp.Get("X-RateLimit-Limit"))
+	chain()
+	ds = chain()
+	require.Len(t, ds, 2, "the burst limit refused")
+	assert.Equal(t, "2", r.resp.Get("X-RateLimit-Limit"), "the refusing limit's headers")
+	assert.Equal(t, "1", r.resp.Get("Retry-After"))
+	mr.SetTime(time.Now().Add(time.Second))
+	chain()
+	ds = chain()
+	require.Len(t, ds, 3, "the hourly limit refused")
+	assert.Equal(t, "3", r.resp.Get("X-RateLimit-Limit"))
+	// a granted 5 times and b 4 times, but each gave back the grants of the
+	// requests a later limit refused.
+	assert.EqualValues(t, 97, available(t, c, "a:192.0.2.1", core.PerMinute(100)))
+	assert.EqualValues(t, 1, available(t, c, "b:192.0.2.1", core.PerSecond(2)))
+	assert.EqualValues(t, 0, available(t, c, "h:192.0.2.1", core.PerHour(3)))
+}
+
+func available(t *testing.T, c *core.Client, name string, r core.Rate) int64 {
+	t.Helper()
+	n, err := c.Limiter(name, core.WithRate(r)).AvailablePermits(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
+// Done gives a grant back when the refund rule matches the status.
+func TestRefundRules(t *testing.T) {
+	c, _ := mini(t)
+	for _, tc := range []struct {
+		opt      policy.Option
+		status   int
+		refunded bool
+	}{
+		{policy.WithRefundFailed(), 500, true}, {policy.WithRefundFailed(), 404, true}, {policy.WithRefundFailed(), 200, false},
+		{policy.WithRefundSuccessful(), 200, true}, {policy.WithRefundSuccessful(), 302, true}, {policy.WithRefundSuccessful(), 401, false},
+		{policy.WithRefund(func(s int) bool { return s == 418 }), 418, true}, {nil, 500, false},
+	} {
+		name := fmt.Sprint("refund", tc.status, tc.refunded)
+		p := policy.MustNew(c, name+fmt.Sprint(time.Now().UnixNano()), core.PerMinute(5), tc.opt)
+		r := newReq("192.0.2.1:1")
+		d := decideAgain(p, r)
+		d.Done(tc.status)
+		d = decideAgain(p, r)
+		want := int64(3)
+		if tc.refunded {
+			want = 4
+		}
+		assert.Equal(t, want, d.Result.Remaining, "%s: status %d", name, tc.status)
+	}
 }
 
 func TestDecideFailsWithinTheTimeout(t *testing.T) {
 	c, mr := mini(t)
-	p, err := policy.New(c, core.PerMinute(2), policy.WithName("slow"), policy.WithTimeout(50*time.Millisecond), policy.WithFailOpen())
-	require.NoError(t, err)
+	p := policy.MustNew(c, "slow", core.PerMinute(2), policy.WithTimeout(50*time.Millisecond), policy.WithFailOpen())
 	mr.SetError("LOADING Redis is loading") // every command fails
-	d := decide(t, p, newReq("192.0.2.1:1"), policy.Failed)
+	d := decide(t, p, newReq("192.0.2.1:1"), observe.ErrorServed, 0)
 	assert.Error(t, d.Err)
 	assert.True(t, strings.HasPrefix(d.Err.Error(), "policy slow: "), d.Err.Error())
 }
@@ -355,26 +502,10 @@ func TestLogErrorIsThrottled(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	c, _ := mini(t)
-	p, err := policy.New(c, core.PerMinute(2), policy.WithName("log"))
-	require.NoError(t, err)
+	p := policy.MustNew(c, "log", core.PerMinute(2))
 	for i := 0; i < 100; i++ {
 		p.LogError(context.Background(), errors.New("redis down"))
 	}
 	assert.Equal(t, 1, strings.Count(buf.String(), "redis down"), buf.String())
 	assert.Contains(t, buf.String(), "policy=log")
-}
-
-func TestSetHeadersAllocations(t *testing.T) {
-	c, _ := mini(t)
-	p, err := policy.New(c, core.PerMinute(1000), policy.WithName("api"))
-	require.NoError(t, err)
-	d := policy.Decision{Outcome: policy.Allowed, Result: core.Result{Allowed: true, Remaining: 999, ResetAfter: time.Minute}}
-	h := http.Header{}
-	allocs := testing.AllocsPerRun(100, func() {
-		clear(h)
-		p.SetHeaders(h, d)
-	})
-	assert.LessOrEqual(t, allocs, 2.0, "one string for the numbers, one slab for the values")
-	assert.Equal(t, `"api";r=999;t=60`, h.Get("RateLimit"))
-	assert.Equal(t, "999", h.Get("X-RateLimit-Remaining"))
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/observe"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // The workload: the limit, and the clients of each middleware.
@@ -52,13 +53,13 @@ var (
 // policies are the failure policies compared, each run by a middleware of
 // its own on the same Redis at the same time.
 var policies = []failurePolicy{
-	{name: "fail open", option: nethttprl.WithFailOpen(), color: "#1f77b4"},
-	{name: "fail local (default)", option: nethttprl.WithFailLocal(1), color: "#d62728"},
+	{name: "fail open", option: policy.WithFailOpen(), color: "#1f77b4"},
+	{name: "fail local (default)", option: policy.WithFailLocal(1), color: "#d62728"},
 }
 
 type failurePolicy struct {
 	name   string
-	option nethttprl.Option
+	option policy.Option
 	color  string
 }
 
@@ -158,13 +159,12 @@ func measure(cfg config) (*run, error) {
 		if err := rdb.Ping(context.Background()).Err(); err != nil {
 			return nil, err
 		}
-		limited := nethttprl.New(c, limit, p.option,
-			nethttprl.WithName("api"),
-			nethttprl.WithKey(keyfunc.Header("X-Client")),
-			nethttprl.WithObserver(&recorder{policy: i, since: since, mu: &mu, events: &r.events}),
-			// The observer counts the errors; the default handler would
-			// log them.
-			nethttprl.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}))
+		api := policy.MustNew(c, "api", limit, p.option,
+			policy.WithKey(keyfunc.Header("X-Client")),
+			policy.WithObserver(&recorder{policy: i, since: since, mu: &mu, events: &r.events}))
+		// The observer counts the errors; the default handler would log
+		// them.
+		limited := nethttprl.New(api, nethttprl.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}))
 		s := httptest.NewServer(limited(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, "ok\n")
 		})))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
 	"github.com/redlimit/redlimit/examples/internal/demo"
 )
@@ -19,17 +18,14 @@ func main() {
 	client, stop := demo.Client()
 	defer stop()
 
-	perIP := echorl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
-		echorl.WithName("global"),
-		echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == "/health" }))
-	login := echorl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
-		echorl.WithName("login"), echorl.WithWait(3*time.Second))
-	// The key is read from echo's context, where authenticate put the user.
-	perUser := echorl.New(client, core.PerMinute(5), echorl.WithName("user"),
-		echorl.WithKey(echorl.Key(func(c echo.Context) (string, error) {
-			user, _ := c.Get(demo.UserKey).(string)
-			return user, nil
-		})))
+	// The per-user key is read from echo's context, where authenticate put
+	// the user.
+	p := demo.NewPolicies(client, echorl.Key(func(c echo.Context) (string, error) {
+		user, _ := c.Get(demo.UserKey).(string)
+		return user, nil
+	}))
+	perIP := echorl.New(p.Global, echorl.WithSkip(func(c echo.Context) bool { return c.Request().URL.Path == "/health" }))
+	login, perUser := echorl.New(p.Login), echorl.New(p.PerUser)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

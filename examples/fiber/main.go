@@ -10,7 +10,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
-	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/demo"
 	"github.com/redlimit/redlimit/fiberrl"
 )
@@ -19,17 +18,14 @@ func main() {
 	client, stop := demo.Client()
 	defer stop()
 
-	perIP := fiberrl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
-		fiberrl.WithName("global"),
-		fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/health" }))
-	login := fiberrl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
-		fiberrl.WithName("login"), fiberrl.WithWait(3*time.Second))
-	// The key is read from fiber's Locals, where authenticate put the user.
-	perUser := fiberrl.New(client, core.PerMinute(5), fiberrl.WithName("user"),
-		fiberrl.WithKey(fiberrl.Key(func(c *fiber.Ctx) (string, error) {
-			user, _ := c.Locals(demo.UserKey).(string)
-			return user, nil
-		})))
+	// The per-user key is read from fiber's Locals, where authenticate put
+	// the user.
+	p := demo.NewPolicies(client, fiberrl.Key(func(c *fiber.Ctx) (string, error) {
+		user, _ := c.Locals(demo.UserKey).(string)
+		return user, nil
+	}))
+	perIP := fiberrl.New(p.Global, fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/health" }))
+	login, perUser := fiberrl.New(p.Login), fiberrl.New(p.PerUser)
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: 5 * time.Second})
 	app.Use(perIP)

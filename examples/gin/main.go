@@ -9,7 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/demo"
 	"github.com/redlimit/redlimit/ginrl"
 )
@@ -18,14 +17,11 @@ func main() {
 	client, stop := demo.Client()
 	defer stop()
 
-	perIP := ginrl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
-		ginrl.WithName("global"),
-		ginrl.WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == "/health" }))
-	login := ginrl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
-		ginrl.WithName("login"), ginrl.WithWait(3*time.Second))
-	// The key is read from gin's context, where authenticate put the user.
-	perUser := ginrl.New(client, core.PerMinute(5), ginrl.WithName("user"),
-		ginrl.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.GetString(demo.UserKey), nil })))
+	// The per-user key is read from gin's context, where authenticate put
+	// the user.
+	p := demo.NewPolicies(client, ginrl.Key(func(c *gin.Context) (string, error) { return c.GetString(demo.UserKey), nil }))
+	perIP := ginrl.New(p.Global, ginrl.WithSkip(func(c *gin.Context) bool { return c.Request.URL.Path == "/health" }))
+	login, perUser := ginrl.New(p.Login), ginrl.New(p.PerUser)
 
 	engine := gin.New()
 	engine.Use(gin.Logger(), gin.Recovery(), perIP)

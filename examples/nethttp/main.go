@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/demo"
 	"github.com/redlimit/redlimit/nethttprl"
 )
@@ -20,18 +19,14 @@ func main() {
 	client, stop := demo.Client()
 	defer stop()
 
-	perIP := nethttprl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
-		nethttprl.WithName("global"),
-		nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
-	login := nethttprl.New(client, core.Rate{Permits: 1, Interval: 2 * time.Second},
-		nethttprl.WithName("login"), nethttprl.WithWait(3*time.Second))
-	// The key is read from the request's context, where authenticate put
-	// the user.
-	perUser := nethttprl.New(client, core.PerMinute(5), nethttprl.WithName("user"),
-		nethttprl.WithKey(nethttprl.Key(func(r *http.Request) (string, error) {
-			user, _ := r.Context().Value(userKey{}).(string)
-			return user, nil
-		})))
+	// The per-user key is read from the request's context, where
+	// authenticate put the user.
+	p := demo.NewPolicies(client, nethttprl.Key(func(r *http.Request) (string, error) {
+		user, _ := r.Context().Value(userKey{}).(string)
+		return user, nil
+	}))
+	perIP := nethttprl.New(p.Global, nethttprl.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
+	login, perUser := nethttprl.New(p.Login), nethttprl.New(p.PerUser)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

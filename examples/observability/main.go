@@ -23,6 +23,7 @@ import (
 	"github.com/redlimit/redlimit/examples/internal/demo"
 	"github.com/redlimit/redlimit/metrics/prometheus"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 func main() {
@@ -55,14 +56,13 @@ func newHandler(client *core.Client, reg *prom.Registry) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	perIP := nethttprl.New(client, core.Rate{Permits: 10, Interval: 10 * time.Second},
-		nethttprl.WithName("global"), nethttprl.WithObserver(obs))
-	login := nethttprl.New(client, core.PerMinute(3),
-		nethttprl.WithName("login"), nethttprl.WithObserver(obs))
+	observed := policy.WithObserver(obs)
+	perIP := nethttprl.New(policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}, observed))
+	login := nethttprl.New(policy.MustNew(client, "login", core.PerMinute(3), observed))
 	// A new limit goes out in dry run first: its denials are counted as
 	// outcome="dry_run_denied", and every request is served.
-	search := nethttprl.New(client, core.Rate{Permits: 2, Interval: 10 * time.Second},
-		nethttprl.WithName("search"), nethttprl.WithDryRun(false), nethttprl.WithObserver(obs))
+	search := nethttprl.New(policy.MustNew(client, "search", core.Rate{Permits: 2, Interval: 10 * time.Second},
+		policy.WithDryRun(), observed))
 
 	api := http.NewServeMux()
 	api.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

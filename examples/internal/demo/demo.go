@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // UserKey is the key under which the gin, echo and fiber examples store
@@ -62,6 +65,24 @@ func Client() (*core.Client, func()) {
 		log.Fatal(err)
 	}
 	return c, func() { _ = rdb.Close(); stop() }
+}
+
+// Policies are the demo's limits, built once and applied by every example
+// with its framework's adapter: a global limit per client IP, a login limit
+// in wait mode, and a limit per user, whose key user reads from the
+// framework's own context.
+type Policies struct {
+	Global, Login, PerUser *policy.Policy
+}
+
+// NewPolicies builds the demo's policies on client.
+func NewPolicies(client *core.Client, user keyfunc.KeyFunc) Policies {
+	return Policies{
+		Global: policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}),
+		Login: policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second},
+			policy.WithWait(3*time.Second)),
+		PerUser: policy.MustNew(client, "user", core.PerMinute(5), policy.WithKey(user)),
+	}
 }
 
 // Banner prints how to try the example.

@@ -7,6 +7,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/observe"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // ErrorMode selects the error handler of a Limit.
@@ -71,8 +73,9 @@ const (
 	MissingKeyServe                     // WithMissingKeyServe
 )
 
-// Limit describes one middleware, framework-free. The adapter's test turns
-// it into its options; a zero field gives no option.
+// Limit describes one policy and its middleware, framework-free. The table
+// builds the policy (App.Policy); the adapter's test wraps it in its
+// middleware with the adapter's own options (SkipPath, Deny, OnError).
 type Limit struct {
 	Name string
 	Rate core.Rate
@@ -90,17 +93,15 @@ type Limit struct {
 	Instances int // for FailLocal
 	Headers   HeaderStyle
 	// Tiers chooses each request's rate with the adapter's native rate
-	// function (WithRates): the rate named by the X-Tier header, else Rate.
+	// function (RateFunc): see TierRate.
 	Tiers map[string]core.Rate
 	// CostHeader chooses each request's cost with the adapter's native
-	// cost function (WithCosts): the number in the X-Cost header.
+	// cost function (CostFunc): the number in the X-Cost header.
 	CostHeader bool
 	Refund     Refund
 	DryRun     bool
-	// DryRunHeaders: dry-run denials carry the rate limit headers.
-	DryRunHeaders bool
-	Observer      observe.Observer
-	MissingKey    MissingKey
+	Observer   observe.Observer
+	MissingKey MissingKey
 	// SkipPath exempts requests to this path.
 	SkipPath string
 	// Deny installs a deny handler answering 418 with the body
@@ -130,6 +131,80 @@ type App struct {
 	Routes []Route
 	// Errors receives what error handlers are given (never blocks).
 	Errors chan error
+
+	adapter *Adapter
+}
+
+// Policy builds the policy of l on a's Client, with the adapter's native
+// key, rate and cost functions where l asks for them. It panics if
+// policy.New fails.
+func (a App) Policy(l Limit) *policy.Policy {
+	var o []policy.Option
+	keys := l.Keys
+	if l.ParamKey != "" {
+		keys = append(keys, a.adapter.Key(l.ParamKey))
+	}
+	if len(keys) > 0 {
+		o = append(o, policy.WithKey(keys...))
+	}
+	if l.Cost != 0 {
+		o = append(o, policy.WithCost(l.Cost))
+	}
+	if l.MaxWait != 0 {
+		o = append(o, policy.WithWait(l.MaxWait))
+	}
+	if l.MaxWaiters != 0 {
+		o = append(o, policy.WithMaxWaiters(l.MaxWaiters))
+	}
+	if l.MaxPerKey != 0 {
+		o = append(o, policy.WithMaxWaitersPerKey(l.MaxPerKey))
+	}
+	if l.Timeout != 0 {
+		o = append(o, policy.WithTimeout(l.Timeout))
+	}
+	switch l.Failure {
+	case FailLocal:
+		o = append(o, policy.WithFailLocal(l.Instances))
+	case FailOpen:
+		o = append(o, policy.WithFailOpen())
+	case FailClosed:
+		o = append(o, policy.WithFailClosed())
+	}
+	if l.Tiers != nil {
+		o = append(o, policy.WithRateFunc(a.adapter.Rate(l)))
+	}
+	if l.CostHeader {
+		o = append(o, policy.WithCostFunc(a.adapter.Cost()))
+	}
+	switch l.Refund {
+	case RefundFailed:
+		o = append(o, policy.WithRefundFailed())
+	case RefundSuccessful:
+		o = append(o, policy.WithRefundSuccessful())
+	}
+	if l.DryRun {
+		o = append(o, policy.WithDryRun())
+	}
+	if l.Observer != nil {
+		o = append(o, policy.WithObserver(l.Observer))
+	}
+	switch l.Headers {
+	case HeadersIETF:
+		o = append(o, policy.WithIETFHeaders())
+	case HeadersLegacy:
+		o = append(o, policy.WithLegacyHeaders())
+	case HeadersNone:
+		o = append(o, policy.WithoutHeaders())
+	}
+	switch l.MissingKey {
+	case MissingKeyIP:
+		o = append(o, policy.WithMissingKeyIP())
+	case MissingKeyDeny:
+		o = append(o, policy.WithMissingKeyDeny())
+	case MissingKeyServe:
+		o = append(o, policy.WithMissingKeyServe())
+	}
+	return policy.MustNew(a.Client, l.Name, l.Rate, o...)
 }
 
 // Report sends err to a.Errors without blocking.
@@ -146,9 +221,15 @@ type Adapter struct {
 	// Serve builds the App with the framework and returns a function that
 	// performs one request.
 	Serve func(t *testing.T, app App) func(*http.Request) (*http.Response, error)
-	// Build builds the middleware of one Limit on app.Client, as Serve
-	// does, and throws it away.
-	Build func(app App, l Limit)
+	// Key returns the adapter's native key function (its Key) reading the
+	// named path parameter.
+	Key func(param string) keyfunc.KeyFunc
+	// Rate returns the adapter's native rate function (its RateFunc):
+	// l.TierRate of the request's headers.
+	Rate func(l Limit) policy.RateFunc
+	// Cost returns the adapter's native cost function (its CostFunc): Cost
+	// of the request's headers.
+	Cost func() policy.CostFunc
 	// ProblemContentType is the Content-Type of the adapter's own 429, 403
 	// and 503 answers: application/problem+json, or what the framework's
 	// error handler writes where the refusals go through it.
@@ -193,14 +274,21 @@ func Status(header func(string) string) int {
 	return http.StatusOK
 }
 
-// TierRate is the rate of a request under l: the tier named by X-Tier, else
-// l.Rate.
+// TierRate is the rate of a request under l: without X-Tier, l.Rate; with
+// it, the tier it names, as a plans map gives it: the zero Rate (invalid)
+// for a tier l.Tiers lacks; and for the tier "error", an error.
 func (l Limit) TierRate(header func(string) string) (core.Rate, error) {
-	if r, ok := l.Tiers[header(HeaderTier)]; ok {
-		return r, nil
+	tier := header(HeaderTier)
+	switch tier {
+	case "":
+		return l.Rate, nil
+	case "error":
+		return core.Rate{}, errTier
 	}
-	return l.Rate, nil
+	return l.Tiers[tier], nil
 }
+
+var errTier = errors.New("no plan for this user")
 
 // Cost is the cost of a request: the number in X-Cost.
 func Cost(header func(string) string) (int64, error) {

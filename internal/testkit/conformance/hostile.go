@@ -20,6 +20,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // HeaderUserHex carries a user id hex-encoded, so that ids with control
@@ -93,7 +94,7 @@ func RunHostile(t *testing.T, a Adapter) {
 		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
 		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000)}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000), adapter: &a}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	user := keyfunc.User(a.UserKey)
@@ -205,23 +206,25 @@ func RunHostile(t *testing.T, a Adapter) {
 
 	t.Run("costs and rates at the int64 edges", func(t *testing.T) {
 		t.Parallel()
-		// Impossible options make New panic with the typed error, naming
-		// the option: never a middleware that serves unlimited.
+		// Impossible options make policy.New fail with the typed error,
+		// naming the option: never a policy that serves unlimited.
 		ap, _ := serve(t, nil, Route{Path: "/a"})
 		for _, tc := range []struct {
-			l   Limit
-			err error
-			msg string
+			name string
+			r    core.Rate
+			opt  policy.Option
+			err  error
+			msg  string
 		}{
-			{Limit{Name: "cost-max", Rate: core.PerMinute(10), Cost: math.MaxInt64}, core.ErrInvalidPermits, "WithCost(9223372036854775807): "},
-			{Limit{Name: "cost-min", Rate: core.PerMinute(10), Cost: math.MinInt64}, core.ErrInvalidPermits, "WithCost(-9223372036854775808): "},
-			{Limit{Name: "rate-max", Rate: core.Rate{Permits: math.MaxInt64, Interval: time.Minute}}, core.ErrInvalidRate, "rate 9223372036854775807 per 1m0s"},
-			{Limit{Name: "interval-ns", Rate: core.Rate{Permits: 10, Interval: math.MaxInt64}}, core.ErrInvalidRate, "rate 10 per 2562047h47m16.854775807s"},
-			{Limit{Name: "wait-min", Rate: core.PerMinute(10), MaxWait: math.MinInt64}, core.ErrInvalidOption, "WithWait(-2562047h47m16.854775808s): "},
+			{"cost-max", core.PerMinute(10), policy.WithCost(math.MaxInt64), core.ErrInvalidPermits, "WithCost(9223372036854775807): "},
+			{"cost-min", core.PerMinute(10), policy.WithCost(math.MinInt64), core.ErrInvalidPermits, "WithCost(-9223372036854775808): "},
+			{"rate-max", core.Rate{Permits: math.MaxInt64, Interval: time.Minute}, nil, core.ErrInvalidRate, "rate 9223372036854775807 per 1m0s"},
+			{"interval-ns", core.Rate{Permits: 10, Interval: math.MaxInt64}, nil, core.ErrInvalidRate, "rate 10 per 2562047h47m16.854775807s"},
+			{"wait-min", core.PerMinute(10), policy.WithWait(math.MinInt64), core.ErrInvalidOption, "WithWait(-2562047h47m16.854775808s): "},
 		} {
-			err := buildPanics(t, a, ap, tc.l)
-			assert.ErrorIs(t, err, tc.err, tc.l.Name)
-			assert.True(t, strings.HasPrefix(err.Error(), a.Name+".New: "+tc.msg), "%s: %q", tc.l.Name, err)
+			_, err := policy.New(ap.Client, tc.name, tc.r, tc.opt)
+			assert.ErrorIs(t, err, tc.err, tc.name)
+			assert.ErrorContains(t, err, `policy "`+tc.name+`": `+tc.msg)
 		}
 		// The largest valid values work.
 		ap, c := serve(t, []Limit{{Name: "edge", Rate: core.Rate{Permits: core.MaxPermits, Interval: 100 * 365 * 24 * time.Hour}, Cost: core.MaxPermits, OnError: ErrorObserve}},
@@ -281,7 +284,7 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	keepAlive := 2 * window // a code-defined rate's keys live two windows after their last write
 	ap := App{Client: c, Routes: []Route{{Path: "/user", Limits: []Limit{{
 		Name: "churn", Rate: rate, Timeout: sharedTimeout, Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)},
-	}}}}, Errors: make(chan error, 10)}
+	}}}}, Errors: make(chan error, 10), adapter: &a}
 	cl := caller{t: t, do: a.Serve(t, ap)}
 	cl.get("/user", HeaderUser, "warm-up") // connections, scripts
 	require.Eventually(t, func() bool { return dbsize(t, rdb) == 0 }, 2*time.Second, 20*time.Millisecond)
@@ -303,16 +306,17 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	}
 	end := time.Now()
 	perSecond := float64(n) / end.Sub(start).Seconds()
+	// A key written now carries the keepAlive as its TTL.
+	cl.get("/user", HeaderUser, "ttl-probe")
+	end = time.Now() // the last request
+	ttl, err := rdb.PTTL(context.Background(), "churn:ttl-probe").Result()
+	require.NoError(t, err)
+	assert.True(t, ttl > 0 && ttl <= keepAlive, "TTL of a new client's key: %v, want at most the keepAlive %v", ttl, keepAlive)
+	peak := dbsize(t, rdb)
+	assert.Greater(t, peak, int64(0))
 	for _, st := range statuses {
 		assert.Equal(t, repeat(http.StatusOK, len(st)), st, "every new user is served")
 	}
-	peak := dbsize(t, rdb)
-	assert.Greater(t, peak, int64(0))
-	// The keys of the last users carry the keepAlive as their TTL.
-	last := "churn:u" + strconv.Itoa(n-1)
-	ttl, err := rdb.PTTL(context.Background(), last).Result()
-	require.NoError(t, err)
-	assert.True(t, ttl > 0 && ttl <= keepAlive, "TTL of %s: %v, want at most the keepAlive %v", last, ttl, keepAlive)
 
 	var gone time.Duration
 	require.Eventually(t, func() bool {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -124,7 +125,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
 		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100)}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100), adapter: &a}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	// one serves a single route "/a" behind one global limit.
@@ -324,8 +325,9 @@ func run(t *testing.T, a Adapter, b backend) {
 		time.Sleep(1100 * time.Millisecond)
 		r := c.get("/multi")
 		assert.Equal(t, http.StatusOK, r.status, "the third of the hour")
-		assert.Equal(t, []string{`"ip";q=100;w=60`, `"burst";q=2;w=1`, `"hourly";q=3;w=3600`}, r.header.Values("RateLimit-Policy"),
+		assert.Equal(t, `"ip";q=100;w=60, "burst";q=2;w=1, "hourly";q=3;w=3600`, strings.Join(r.header.Values("RateLimit-Policy"), ", "),
 			"each policy lists itself")
+		assert.Regexp(t, `^"ip";r=\d+;t=\d+, "burst";r=1;t=1, "hourly";r=0;t=\d+$`, strings.Join(r.header.Values("RateLimit"), ", "))
 		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"), "the most restrictive remaining")
 		r = c.get("/multi")
 		assert.Equal(t, http.StatusTooManyRequests, r.status, "the hourly limit")
@@ -338,7 +340,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		frdb, prefix, s := b.failing(t, n)
 		c, err := core.New(frdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Global: patient([]Limit{l}, failingTimeout), Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100)}
+		ap := App{Client: c, Global: patient([]Limit{l}, failingTimeout), Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100), adapter: &a}
 		return ap, caller{t: t, do: a.Serve(t, ap)}, s
 	}
 	// Requests must be answered well within this while Redis is down.
@@ -497,31 +499,56 @@ func run(t *testing.T, a Adapter, b backend) {
 			assert.Empty(t, drain(ap.Errors))
 			return
 		}
-		assert.Equal(t, []int{200, 200, 200}, c.statuses(3, "/a"), "every decision fails: fail open")
+		// Never unlimited: the missing-key rule, the client IP in the
+		// namespace of requests without a key, and the error reported.
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"), "limited by the client IP")
+		assert.Equal(t, []int{429}, c.statuses(1, "/b"), "in one namespace: the route is unknown")
 		errs := drain(ap.Errors)
-		require.Len(t, errs, 3)
+		require.Len(t, errs, 4)
 		for _, err := range errs {
 			assert.ErrorIs(t, err, keyfunc.ErrRouteUnknown)
 			assert.Contains(t, err.Error(), a.Name+": ", "the adapter says where the middleware belongs")
+		}
+		ks, err := b.keys(context.Background())
+		require.NoError(t, err)
+		assert.Contains(t, ks, ap.Prefix+"route::ip:"+keyfunc.Escape(a.Peer.String()))
+	})
+
+	t.Run("a key function that fails falls under the missing-key rule", func(t *testing.T) {
+		t.Parallel()
+		broken := func(keyfunc.Request) (string, error) { return "", errBrokenKey }
+		for _, mk := range []MissingKey{MissingKeyDefault, MissingKeyDeny} {
+			obs := &Recorder{}
+			ap, c := one(t, Limit{Name: "broken", Rate: perMinute(2), Keys: []keyfunc.KeyFunc{broken}, MissingKey: mk, Observer: obs, OnError: ErrorObserve})
+			if mk == MissingKeyDeny {
+				assert.Equal(t, []int{403, 403}, c.statuses(2, "/a"))
+			} else {
+				assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"), "limited by the client IP, never unlimited")
+			}
+			errs := drain(ap.Errors)
+			require.NotEmpty(t, errs)
+			for _, err := range errs {
+				assert.ErrorIs(t, err, errBrokenKey, "reported to the error handler")
+			}
+			assert.ErrorIs(t, obs.Last().Err, errBrokenKey, "and to the observer")
 		}
 	})
 
 	t.Run("dry run serves every request and reports its denials", func(t *testing.T) {
 		t.Parallel()
-		for _, headers := range []bool{false, true} {
-			obs := &Recorder{}
-			_, c := one(t, Limit{Name: "dry", Rate: core.PerSecond(3), DryRun: true, DryRunHeaders: headers, Observer: obs})
-			for i := range 10 {
-				r := c.get("/a")
-				assert.Equal(t, http.StatusOK, r.status)
-				assert.Empty(t, r.header.Get("Retry-After"))
-				if i >= 3 {
-					assert.Equal(t, headers, r.header.Get("RateLimit") != "", "headers on a dry-run denial: %v", headers)
-				}
+		obs := &Recorder{}
+		_, c := one(t, Limit{Name: "dry", Rate: core.PerSecond(3), DryRun: true, Observer: obs})
+		for i := range 10 {
+			r := c.get("/a")
+			assert.Equal(t, http.StatusOK, r.status)
+			assert.Empty(t, r.header.Get("Retry-After"), "Retry-After belongs to a refusal")
+			if i >= 3 {
+				assert.Regexp(t, `^"dry";r=0;t=1$`, r.header.Get("RateLimit"), "a dry-run denial carries the fields")
+				assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
 			}
-			assert.Equal(t, 3, obs.Count(observe.Allowed))
-			assert.Equal(t, 7, obs.Count(observe.DryRunDenied))
 		}
+		assert.Equal(t, 3, obs.Count(observe.Allowed))
+		assert.Equal(t, 7, obs.Count(observe.DryRunDenied))
 	})
 
 	t.Run("a rate per request: two tiers", func(t *testing.T) {
@@ -537,6 +564,19 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, `"plan";q=2;w=60`, r.header.Get("RateLimit-Policy"))
 	})
 
+	t.Run("an unknown plan or a failing rate function limits at the policy's rate", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		ap, c := one(t, Limit{Name: "plan", Rate: perMinute(2), Keys: user, Tiers: map[string]core.Rate{"pro": perMinute(4)}, OnError: ErrorObserve})
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a", HeaderUser, "u1", HeaderTier, "enterprise"),
+			"a plan the map lacks gives the zero rate: the policy's rate, never unlimited")
+		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a", HeaderUser, "u2", HeaderTier, "error"))
+		errs := drain(ap.Errors)
+		require.Len(t, errs, 6, "each reported")
+		assert.ErrorIs(t, errs[0], core.ErrInvalidRate)
+		assert.ErrorIs(t, errs[3], errTier)
+	})
+
 	t.Run("a cost per request", func(t *testing.T) {
 		t.Parallel()
 		ap, c := one(t, Limit{Name: "costly", Rate: perMinute(10), CostHeader: true, OnError: ErrorObserve})
@@ -544,9 +584,19 @@ func run(t *testing.T, a Adapter, b backend) {
 		r := c.get("/a", HeaderCost, "11")
 		assert.Equal(t, http.StatusRequestEntityTooLarge, r.status, "a cost above the rate can never be served")
 		assert.Equal(t, a.ProblemContentType, r.header.Get("Content-Type"))
-		assert.Contains(t, r.body, "cost-exceeds-the-rate")
+		assert.Contains(t, r.body, "a-cost-above-the-rate")
 		assert.Empty(t, r.header.Get("Retry-After"), "no retry time that lies")
 		assert.Empty(t, drain(ap.Errors))
+		// A cost the function cannot give, or below 1, is the client's
+		// mistake: 400, never a request served without a limit.
+		for _, cost := range []string{"0", "-3", "abc", ""} {
+			r := c.get("/a", HeaderCost, cost)
+			assert.Equal(t, http.StatusBadRequest, r.status, "cost %q", cost)
+			assert.Equal(t, a.ProblemContentType, r.header.Get("Content-Type"))
+			assert.Contains(t, r.body, `"status":400`)
+		}
+		assert.Len(t, drain(ap.Errors), 4, "each reported")
+		assert.Equal(t, http.StatusTooManyRequests, c.get("/a", HeaderCost, "1").status, "the budget is where it was")
 	})
 
 	t.Run("refunds by response status", func(t *testing.T) {
@@ -613,63 +663,14 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, r.header.Get("Retry-After"), r.header.Get("X-RateLimit-Reset"))
 	})
 
-	t.Run("invalid options panic at construction", func(t *testing.T) {
-		t.Parallel()
-		ap, _ := one(t, Limit{Name: "ok", Rate: perMinute(1)})
-		for _, tc := range []struct {
-			l    Limit
-			want error
-			msg  string
-		}{
-			{Limit{Rate: core.Rate{}}, core.ErrInvalidRate, "rate 0 per 0s (Overall): "},
-			{Limit{Rate: core.Rate{Permits: 1, Interval: 1500 * time.Microsecond}}, core.ErrInvalidRate, "rate 1 per 1.5ms (Overall): "},
-			{Limit{Rate: perMinute(10), Cost: -1}, core.ErrInvalidPermits, "WithCost(-1): "},
-			{Limit{Rate: perMinute(10), Cost: 11}, core.ErrInvalidPermits, "WithCost(11): "},
-			{Limit{Rate: perMinute(10), Name: "a\nb"}, core.ErrInvalidOption, `WithName("a\nb"): `},
-			{Limit{Rate: perMinute(10), Name: strings.Repeat("n", 65)}, core.ErrInvalidOption, `WithName("nnn`},
-			{Limit{Rate: perMinute(10), MaxWait: -time.Second}, core.ErrInvalidOption, "WithWait(-1s): "},
-			{Limit{Rate: perMinute(10), MaxWaiters: -1}, core.ErrInvalidOption, "WithMaxWaiters(-1): "},
-			{Limit{Rate: perMinute(10), Timeout: -time.Millisecond}, core.ErrInvalidOption, "WithTimeout(-1ms): "},
-			{Limit{Rate: perMinute(10), Keys: []keyfunc.KeyFunc{nil}}, core.ErrInvalidOption, "WithKey: "},
-		} {
-			err := buildPanics(t, a, ap, tc.l)
-			require.ErrorIs(t, err, tc.want, tc.msg)
-			assert.True(t, strings.HasPrefix(err.Error(), a.Name+".New: "+tc.msg), "%q, want the prefix %q", err, a.Name+".New: "+tc.msg)
-		}
-	})
-
-	t.Run("unnamed middlewares never share a budget", func(t *testing.T) {
+	t.Run("one name shares one budget", func(t *testing.T) {
 		t.Parallel()
 		_, c := app(t, nil,
-			Route{Path: "/a", Limits: []Limit{{Rate: perMinute(2)}}},
-			Route{Path: "/b", Limits: []Limit{{Rate: perMinute(3)}}},
-			Route{Path: "/c", Limits: []Limit{{Rate: perMinute(2)}}},
-		)
-		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/a"))
-		assert.Equal(t, []int{200, 200, 200, 429}, c.statuses(4, "/b"), "another rate, another budget")
-		assert.Equal(t, []int{200, 200, 429}, c.statuses(3, "/c"), "the same rate, another budget")
-		for path, name := range map[string]string{"/a": `"2-per-1m"`, "/b": `"3-per-1m"`, "/c": `"2-per-1m-2"`} {
-			assert.Equal(t, name+";q="+name[1:2]+";w=60", c.get(path).header.Get("RateLimit-Policy"), "named after the rate")
-		}
-	})
-
-	t.Run("one name shares a budget, only with one rate and key", func(t *testing.T) {
-		t.Parallel()
-		ap, c := app(t, nil,
 			Route{Path: "/a", Limits: []Limit{{Name: "shared", Rate: perMinute(3)}}},
 			Route{Path: "/b", Limits: []Limit{{Name: "shared", Rate: perMinute(3)}}},
 		)
 		assert.Equal(t, []int{200, 200}, c.statuses(2, "/a"))
 		assert.Equal(t, []int{200, 429}, c.statuses(2, "/b"), "one budget")
-		for _, l := range []Limit{
-			{Name: "shared", Rate: perMinute(4)},
-			{Name: "shared", Rate: perMinute(3), Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}},
-			{Name: "shared", Rate: perMinute(3), MissingKey: MissingKeyServe},
-		} {
-			err := buildPanics(t, a, ap, l)
-			require.ErrorIs(t, err, core.ErrInvalidOption)
-			assert.True(t, strings.HasPrefix(err.Error(), a.Name+`.New: WithName("shared"): `), err.Error())
-		}
 	})
 
 	t.Run("a spoofed X-Forwarded-For does not change the key", func(t *testing.T) {
@@ -730,21 +731,6 @@ func run(t *testing.T, a Adapter, b backend) {
 	})
 }
 
-// buildPanics builds the middleware of l on app's client and returns the
-// error it panics with, failing the test if it does not panic with one.
-func buildPanics(t *testing.T, a Adapter, app App, l Limit) (err error) {
-	t.Helper()
-	defer func() {
-		v := recover()
-		require.NotNil(t, v, "%s.New(%+v) did not panic", a.Name, l)
-		var ok bool
-		err, ok = v.(error)
-		require.True(t, ok, "panic value %T %v is not an error", v, v)
-	}()
-	a.Build(app, l)
-	return nil
-}
-
 // permitsKey is the log of the limiter of policy name and key, in ap
 // (Redisson's naming: "{N}:permits", or "N:permits" when N has a hash tag).
 func permitsKey(ap App, name, key string) string {
@@ -769,6 +755,8 @@ func used(t *testing.T, b backend, ap App, name, key string) int64 {
 	}
 	return n
 }
+
+var errBrokenKey = errors.New("the key store is down")
 
 // Recorder is an observe.Observer that keeps what it is told.
 type Recorder struct {

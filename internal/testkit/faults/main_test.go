@@ -18,6 +18,7 @@ import (
 	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // The tests that time requests run one at a time (not t.Parallel): on a
@@ -143,7 +144,7 @@ type app struct {
 	errs []failure
 }
 
-func newApp(c *core.Client, rate core.Rate, opts ...nethttprl.Option) *app {
+func newApp(c *core.Client, name string, rate core.Rate, opts ...policy.Option) *app {
 	a := &app{}
 	onError := nethttprl.WithErrorHandler(func(_ http.ResponseWriter, _ *http.Request, err error) {
 		a.mu.Lock()
@@ -153,7 +154,7 @@ func newApp(c *core.Client, rate core.Rate, opts ...nethttprl.Option) *app {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	// Fail open unless opts say otherwise: these tests watch the failed
 	// decisions, which the default local fallback would decide itself.
-	a.h = nethttprl.New(c, rate, append([]nethttprl.Option{onError, nethttprl.WithFailOpen()}, opts...)...)(ok)
+	a.h = nethttprl.New(policy.MustNew(c, name, rate, append([]policy.Option{policy.WithFailOpen()}, opts...)...), onError)(ok)
 	return a
 }
 

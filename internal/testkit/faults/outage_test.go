@@ -13,7 +13,6 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
-	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -43,11 +42,11 @@ func checkFailurePolicy(t *testing.T, r rec, failClosed bool) {
 		return
 	}
 	assert.Equal(t, http.StatusServiceUnavailable, r.status, "fail closed: 503")
-	assert.Equal(t, policy.FailedRetryAfter, r.header.Get("Retry-After"))
+	assert.Equal(t, "1", r.header.Get("Retry-After"))
 	assert.Equal(t, policy.ProblemContentType, r.header.Get("Content-Type"))
 	var p map[string]any
 	if assert.NoError(t, json.Unmarshal([]byte(r.body), &p), r.body) {
-		assert.Equal(t, policy.ProblemReducedCapacity, p["type"])
+		assert.Equal(t, "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity", p["type"])
 		assert.EqualValues(t, 503, p["status"])
 	}
 	for _, leak := range []string{"refused", "dial", "redis", "127.0.0.1", "EOF", "deadline"} {
@@ -68,11 +67,11 @@ func TestKillAndRestart(t *testing.T) {
 			noLeaks(t)
 			s := startRedis(t)
 			rdb := newRedis(t, &redis.Options{Addr: s.Addr})
-			opts := []nethttprl.Option{nethttprl.WithName("kill")}
+			var opts []policy.Option
 			if failClosed {
-				opts = append(opts, nethttprl.WithFailClosed())
+				opts = append(opts, policy.WithFailClosed())
 			}
-			a := newApp(newClient(t, rdb), core.PerMinute(permits), opts...)
+			a := newApp(newClient(t, rdb), "kill", core.PerMinute(permits), opts...)
 
 			// A client limited before the outage, by Redis.
 			limited := ip(200, 0, 1)
@@ -230,7 +229,7 @@ func unresponsive(t *testing.T, o *redis.Options, fault func(*faultproxy.Proxy) 
 	p := startProxy(t, s.Addr)
 	o.Addr = p.Addr()
 	rdb := newRedis(t, o)
-	a := newApp(newClient(t, rdb), core.PerMinute(permits), nethttprl.WithName("slow"))
+	a := newApp(newClient(t, rdb), "slow", core.PerMinute(permits))
 	stop := a.load(workers, pause, loadKeys)
 	defer stop()
 	waitFor(t, 5*time.Second, "100 requests before the fault", func() bool { return a.count() >= 100 })
@@ -279,7 +278,7 @@ func TestConnectionResets(t *testing.T) {
 	p := startProxy(t, s.Addr)
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
 	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})),
-		core.PerMinute(permits), nethttprl.WithName("reset"))
+		"reset", core.PerMinute(permits))
 	stop := a.load(workers, pause, loadKeys)
 	defer stop()
 	waitFor(t, 5*time.Second, "100 requests before the resets", func() bool { return a.count() >= 100 })

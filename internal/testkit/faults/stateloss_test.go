@@ -15,7 +15,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/faultproxy"
-	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // TestStateLoss runs the faults that lose state rather than time: a reply
@@ -157,7 +157,7 @@ func lostReplyTimedOut(t *testing.T) {
 func lostReplyMiddleware(t *testing.T) {
 	t.Parallel()
 	p, direct, c := lostReplySetup(t, &redis.Options{ReadTimeout: 300 * time.Millisecond})
-	a := newApp(c, core.PerMinute(3), nethttprl.WithName("lost"), nethttprl.WithTimeout(stateTimeout))
+	a := newApp(c, "lost", core.PerMinute(3), policy.WithTimeout(stateTimeout))
 	client := ip(1, 2, 3)
 	p.DropReplies(1, isGrant)
 	r := a.do(client)
@@ -197,8 +197,8 @@ func scriptFlush(t *testing.T) {
 	t.Parallel()
 	s := startRedis(t)
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
-	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), core.PerMinute(permits),
-		nethttprl.WithName("noscript"), nethttprl.WithTimeout(stateTimeout))
+	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "noscript",
+		core.PerMinute(permits), policy.WithTimeout(stateTimeout))
 	stop := a.load(workers, pause, loadKeys)
 	defer stop()
 	waitFor(t, 10*time.Second, "100 requests", func() bool { return a.count() >= 100 })
@@ -239,8 +239,8 @@ func flushAll(t *testing.T) {
 	)
 	s := startRedis(t)
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
-	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), core.Rate{Permits: p, Interval: interval},
-		nethttprl.WithName("flush"), nethttprl.WithTimeout(stateTimeout))
+	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "flush",
+		core.Rate{Permits: p, Interval: interval}, policy.WithTimeout(stateTimeout))
 	stop := a.load(workers, pause, func(w, _ int) string { return ip(150, w%limiters, 0) })
 	defer stop()
 	time.Sleep(1500 * time.Millisecond) // saturated windows before the flush
@@ -296,8 +296,8 @@ func eviction(t *testing.T) {
 	t.Parallel()
 	s := startRedis(t, "--maxmemory-policy", "allkeys-lru")
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
-	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), core.PerMinute(permits),
-		nethttprl.WithName("evict"), nethttprl.WithTimeout(stateTimeout))
+	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "evict",
+		core.PerMinute(permits), policy.WithTimeout(stateTimeout))
 	stop := a.load(workers, pause, loadKeys)
 	defer stop()
 	waitFor(t, 10*time.Second, "100 requests", func() bool { return a.count() >= 100 })

@@ -26,7 +26,7 @@ import (
 const (
 	// decisionTimeout bounds each Redis round trip of a decision: the
 	// middleware's default.
-	decisionTimeout = policy.DefaultTimeout
+	decisionTimeout = 100 * time.Millisecond
 	// holdMargin is how much longer than decisionTimeout a request may take
 	// end to end, decided or failed: the HTTP round trip on loopback, the
 	// handler, and the scheduling of a dozen goroutines, an HTTP server and
@@ -88,15 +88,15 @@ type app struct {
 
 func newApp(t *testing.T, c *core.Client) *app {
 	a := &app{errs: map[string]int{}, byTarget: map[target]map[string]int{}}
-	user := nethttprl.WithKey(keyfunc.User(userKey{}))
+	user := policy.WithKey(keyfunc.User(userKey{}))
 	onError := nethttprl.WithErrorHandler(func(_ http.ResponseWriter, r *http.Request, err error) {
 		a.recordErr(target{strings.TrimPrefix(r.URL.Path, "/"), r.Header.Get("X-User")}, err)
 	})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux := http.NewServeMux()
-	mux.Handle("GET /open", nethttprl.New(c, loadRate, nethttprl.WithName("open"), user, onError)(ok))
-	mux.Handle("GET /closed", nethttprl.New(c, loadRate, nethttprl.WithName("closed"), user, nethttprl.WithFailClosed(), onError)(ok))
-	mux.Handle("GET /strict", nethttprl.New(c, strictRate, nethttprl.WithName("strict"), user, onError)(ok))
+	mux.Handle("GET /open", nethttprl.New(policy.MustNew(c, "open", loadRate, user, policy.WithFailOpen()), onError)(ok))
+	mux.Handle("GET /closed", nethttprl.New(policy.MustNew(c, "closed", loadRate, user, policy.WithFailClosed()), onError)(ok))
+	mux.Handle("GET /strict", nethttprl.New(policy.MustNew(c, "strict", strictRate, user, policy.WithFailOpen()), onError)(ok))
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u := r.Header.Get("X-User"); u != "" {
 			r = r.WithContext(context.WithValue(r.Context(), userKey{}, u))

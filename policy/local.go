@@ -1,12 +1,12 @@
-// Package local is an in-process rate limiter: the fallback the middleware
-// limits with while Redis cannot decide. Each key has a sliding window cut
+// local is an in-process rate limiter: the fallback a policy limits with
+// while Redis cannot decide (WithFailLocal). Each key has a sliding window cut
 // into buckets of 1/16 of the interval, with a count of permits per bucket;
 // a bucket counts until it is wholly out of the window, so the limiter never
 // grants more than the rate in any window of one interval (it may grant a
 // little less), and retry times are never early. Keys are kept up to a
 // maximum, the least recently used going first, so a flood of new keys
 // cannot take the process's memory.
-package local
+package policy
 
 import (
 	"hash/maphash"
@@ -20,40 +20,40 @@ import (
 // the one it started in, which counts until it is wholly out.
 const buckets = 17
 
-// BytesPerKey is a bound on the memory one key takes, for documentation and
+// localBytesPerKey is a bound on the memory one key takes, for documentation and
 // tests: its state, its map entry and its place in the recency list.
-const BytesPerKey = 256
+const localBytesPerKey = 256
 
-// Limiter limits keys in memory, each at the rate given with its requests.
+// localLimiter limits keys in memory, each at the rate given with its requests.
 // It is safe for concurrent use.
-type Limiter struct {
-	shards [16]shard
+type localLimiter struct {
+	shards [16]localShard
 	seed   maphash.Seed
 }
 
-type shard struct {
+type localShard struct {
 	mu    sync.Mutex
-	keys  map[string]*state
+	keys  map[string]*localKey
 	max   int
-	head  *state // most recently used
-	tail  *state // least recently used
+	head  *localKey // most recently used
+	tail  *localKey // least recently used
 	count int
 }
 
-type state struct {
+type localKey struct {
 	key        string
 	width      int64 // bucket width, ns: 1/16 of the rate's interval
 	last       int64 // index of the newest bucket
 	counts     [buckets]uint32
-	prev, next *state
+	prev, next *localKey
 }
 
-// New returns a limiter that keeps at most maxKeys keys.
-func New(maxKeys int) *Limiter {
-	l := &Limiter{seed: maphash.MakeSeed()}
+// newLocalLimiter returns a limiter that keeps at most maxKeys keys.
+func newLocalLimiter(maxKeys int) *localLimiter {
+	l := &localLimiter{seed: maphash.MakeSeed()}
 	per := max(maxKeys/len(l.shards), 1)
 	for i := range l.shards {
-		l.shards[i] = shard{keys: make(map[string]*state), max: per}
+		l.shards[i] = localShard{keys: make(map[string]*localKey), max: per}
 	}
 	return l
 }
@@ -61,7 +61,7 @@ func New(maxKeys int) *Limiter {
 // Take takes permits for key at time now, at rate r, if they are
 // available, and returns the decision as a core.Result. A key whose rate's
 // interval changes starts over.
-func (l *Limiter) Take(key string, r core.Rate, permits int64, now time.Time) core.Result {
+func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Time) core.Result {
 	s := &l.shards[maphash.String(l.seed, key)%uint64(len(l.shards))]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,12 +102,12 @@ func (l *Limiter) Take(key string, r core.Rate, permits int64, now time.Time) co
 
 // until returns the time from now until bucket j is wholly out of the
 // window.
-func (st *state) until(j int64, now time.Time) time.Duration {
+func (st *localKey) until(j int64, now time.Time) time.Duration {
 	return time.Duration((j+buckets)*st.width - now.UnixNano())
 }
 
 // advance moves the window to bucket b, clearing the buckets it leaves.
-func (st *state) advance(b int64) {
+func (st *localKey) advance(b int64) {
 	if b <= st.last {
 		return
 	}
@@ -122,7 +122,7 @@ func (st *state) advance(b int64) {
 }
 
 // Len returns the number of keys kept.
-func (l *Limiter) Len() int {
+func (l *localLimiter) Len() int {
 	n := 0
 	for i := range l.shards {
 		s := &l.shards[i]
@@ -136,7 +136,7 @@ func (l *Limiter) Len() int {
 // get returns the state of key, most recently used now, making room for it
 // by dropping the least recently used key when the shard is full. It
 // requires that s.mu is held.
-func (s *shard) get(key string) *state {
+func (s *localShard) get(key string) *localKey {
 	if st, ok := s.keys[key]; ok {
 		s.unlink(st)
 		s.push(st)
@@ -148,14 +148,14 @@ func (s *shard) get(key string) *state {
 		delete(s.keys, old.key)
 		s.count--
 	}
-	st := &state{key: key}
+	st := &localKey{key: key}
 	s.keys[key] = st
 	s.push(st)
 	s.count++
 	return st
 }
 
-func (s *shard) push(st *state) {
+func (s *localShard) push(st *localKey) {
 	st.prev, st.next = nil, s.head
 	if s.head != nil {
 		s.head.prev = st
@@ -166,7 +166,7 @@ func (s *shard) push(st *state) {
 	}
 }
 
-func (s *shard) unlink(st *state) {
+func (s *localShard) unlink(st *localKey) {
 	if st.prev != nil {
 		st.prev.next = st.next
 	} else {

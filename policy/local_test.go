@@ -1,4 +1,4 @@
-package local
+package policy
 
 import (
 	"math/rand/v2"
@@ -17,7 +17,7 @@ import (
 // the rate, each denial's retry time is never early, and when a request is
 // denied the window is, on average, mostly full (the window counts up to
 // 1/16 of an interval more than its length).
-func TestNeverMoreThanTheRate(t *testing.T) {
+func TestFallbackNeverGrantsMoreThanTheRate(t *testing.T) {
 	for _, r := range []core.Rate{
 		{Permits: 3, Interval: time.Second},
 		{Permits: 10, Interval: 100 * time.Millisecond},
@@ -25,7 +25,7 @@ func TestNeverMoreThanTheRate(t *testing.T) {
 	} {
 		seed := rand.Uint64()
 		rng := rand.New(rand.NewPCG(seed, seed))
-		l := New(10)
+		l := newLocalLimiter(10)
 		now := time.Unix(1_700_000_000, 0)
 		var grants, denials []time.Time
 		retryAt := map[int64]time.Time{} // permits -> earliest time a retry may succeed
@@ -76,8 +76,8 @@ func TestNeverMoreThanTheRate(t *testing.T) {
 }
 
 // A denied request that waits exactly its RetryAfter is granted.
-func TestRetryAfterIsEnough(t *testing.T) {
-	l := New(10)
+func TestFallbackRetryAfterIsNeverEarly(t *testing.T) {
+	l := newLocalLimiter(10)
 	rate := core.Rate{Permits: 2, Interval: time.Second}
 	now := time.Unix(1_700_000_000, 123_456_789)
 	require.True(t, l.Take("k", rate, 2, now).Allowed)
@@ -90,9 +90,9 @@ func TestRetryAfterIsEnough(t *testing.T) {
 }
 
 // A flood of distinct keys keeps at most maxKeys of them, in bounded memory.
-func TestKeyFloodIsBounded(t *testing.T) {
+func TestFallbackKeysAreBounded(t *testing.T) {
 	const maxKeys = 10_000
-	l := New(maxKeys)
+	l := newLocalLimiter(maxKeys)
 	rate := core.Rate{Permits: 5, Interval: time.Second}
 	before := liveHeap()
 	now := time.Unix(1_700_000_000, 0)
@@ -102,13 +102,13 @@ func TestKeyFloodIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, l.Len(), maxKeys)
 	grew := liveHeap() - before
 	t.Logf("%d keys kept, live heap +%d bytes (%d per key)", l.Len(), grew, grew/int64(l.Len()))
-	assert.Less(t, grew, int64(maxKeys*BytesPerKey))
+	assert.Less(t, grew, int64(maxKeys*localBytesPerKey))
 	runtime.KeepAlive(l)
 }
 
 // The least recently used key goes first.
-func TestLeastRecentlyUsedGoesFirst(t *testing.T) {
-	l := New(16) // one key per shard
+func TestFallbackDropsTheLeastRecentlyUsedKey(t *testing.T) {
+	l := newLocalLimiter(16) // one key per shard
 	rate := core.Rate{Permits: 1, Interval: time.Hour}
 	now := time.Unix(1_700_000_000, 0)
 	require.True(t, l.Take("a", rate, 1, now).Allowed)

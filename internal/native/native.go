@@ -1,0 +1,27 @@
+// Package native lets the adapters read keys, rates and costs from their
+// framework's own request type.
+package native
+
+import (
+	"errors"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// Func returns f as a function of a keyfunc.Request: one that an adapter's
+// policy.Exchange presents, with a method Native that returns the
+// framework's request C. Called with any other request, it fails with an
+// error that names pkg. It panics if f is nil.
+func Func[C, T any](pkg string, f func(C) (T, error)) func(keyfunc.Request) (T, error) {
+	if f == nil {
+		panic(pkg + ": nil function")
+	}
+	errForeign := errors.New(pkg + ": a function of its Key, RateFunc or CostFunc used outside its middleware")
+	return func(r keyfunc.Request) (T, error) {
+		if x, ok := r.(interface{ Native() C }); ok {
+			return f(x.Native())
+		}
+		var zero T
+		return zero, errForeign
+	}
+}

@@ -1,0 +1,75 @@
+package policy
+
+import (
+	"context"
+
+	"github.com/redlimit/redlimit/keyfunc"
+)
+
+// An Exchange is one request and its response, as an adapter presents
+// them to a Policy: the request itself, a way to replace its context, and
+// the response's header. An Exchange is used only during the call it is
+// passed to.
+type Exchange interface {
+	keyfunc.Request
+	// SetContext replaces the request's context with ctx, which the
+	// request's next handlers read. The first policy applied to a request
+	// keeps there what the request's limits share.
+	SetContext(ctx context.Context)
+	// SetHeader sets the response header field name, in canonical form
+	// (http.CanonicalHeaderKey), to value, replacing any value it had.
+	SetHeader(name, value string)
+}
+
+// limits is what the policies applied to one request share. The first of
+// them puts it into the request's context, as a context of its own whose
+// parent is the request's, and the others find it there; it is used by
+// one goroutine at a time, the request's.
+type limits struct {
+	context.Context
+	// redisFailed: a round trip of one of the request's limits failed; the
+	// later ones decide without waiting for Redis again.
+	redisFailed bool
+	// refused: one of them refused the request; the earlier ones give
+	// their grants back.
+	refused bool
+	// The rate limit fields written so far: the RateLimit-Policy and
+	// RateLimit lists, and, for the X-RateLimit-* headers, which decision
+	// wrote them and its remaining permits.
+	policies, items string
+	legacy          legacySource
+	remaining       int64
+}
+
+// legacySource is the decision whose X-RateLimit-* headers a request
+// carries: none yet, an allowed one, or a refusal, whose stand.
+type legacySource uint8
+
+const (
+	legacyNone legacySource = iota
+	legacyAllowed
+	legacyRefusal
+)
+
+type limitsKey struct{}
+
+// Value returns the limits themselves for their own key, and the request
+// context's values for any other.
+func (l *limits) Value(key any) any {
+	if key == (limitsKey{}) {
+		return l
+	}
+	return l.Context.Value(key)
+}
+
+// limitsOf returns the limits of x's request, putting new ones into its
+// context when it has none yet.
+func limitsOf(x Exchange) *limits {
+	ctx := x.Context()
+	if l, ok := ctx.Value(limitsKey{}).(*limits); ok {
+		return l
+	}
+	l := &limits{Context: ctx}
+	x.SetContext(l)
+	return l
+}
