@@ -8,16 +8,15 @@ import (
 )
 
 // A script is one of the Lua scripts, with lib.lua (the rules they share)
-// in front. It is run with EVALSHA, and sent whole (EVAL) only when the
-// server's script cache lacks it.
+// in front when it uses them. It is run with EVALSHA, and sent whole (EVAL)
+// only when the server's script cache lacks it.
 type script struct {
 	name string
 	sha  string
 	src  string
 }
 
-func newScript(name, body string) *script {
-	src := luaLib + body
+func newScript(name, src string) *script {
 	sum := sha1.Sum([]byte(src))
 	return &script{name: name, sha: hex.EncodeToString(sum[:]), src: src}
 }
@@ -44,15 +43,15 @@ var (
 	//go:embed lua/refund.lua
 	luaRefund string
 
-	scriptAcquire    = newScript("acquire", luaAcquire)
-	scriptAvailable  = newScript("available", luaAvailable)
-	scriptRelease    = newScript("release", luaRelease)
-	scriptTrySetRate = newScript("try set rate", luaTrySetRate)
-	scriptSetRate    = newScript("set rate", luaSetRate)
-	scriptConfig     = newScript("config", luaConfig)
+	scriptAcquire    = newScript("acquire", luaLib+luaAcquire)
+	scriptAvailable  = newScript("available", luaLib+luaAvailable)
+	scriptRelease    = newScript("release", luaLib+luaRelease)
+	scriptTrySetRate = newScript("try set rate", luaLib+luaTrySetRate)
+	scriptSetRate    = newScript("set rate", luaLib+luaSetRate)
+	scriptConfig     = newScript("config", luaLib+luaConfig)
+	scriptRefund     = newScript("refund", luaLib+luaRefund)
 	scriptExpire     = newScript("expire", luaExpire)
 	scriptDelete     = newScript("delete", luaDelete)
-	scriptRefund     = newScript("refund", luaRefund)
 )
 
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a

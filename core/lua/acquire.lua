@@ -6,13 +6,14 @@
 -- rate stored in the config hash; the number of its acquires; then each
 -- acquire's permits and log member.
 --
--- Reply: {now ms}, then per limiter: for a stored rate its status (OK, or
--- NOT_INITIALIZED or INVALID_CONFIG, and nothing more) and the rate (rate,
--- interval ms, type, keepAlive ms); then for each acquire either its
--- remaining permits (>= 0: granted, also when an earlier send of the same
--- member was: a resend never takes twice), or -1 - remaining, the retry ms
--- and the reset ms (denied; a retry of -1: more permits than the rate).
--- Replies are short because every value costs Redis time.
+-- Reply: {now ms} (the time, never a status), then per limiter: for a stored
+-- rate its status (NOT_INITIALIZED or INVALID_CONFIG, and nothing more; or
+-- OK and the rate: rate, interval ms, type, keepAlive ms); then for each
+-- acquire either its remaining permits (>= 0: granted, also when an earlier
+-- send of the same member was: a resend never takes twice), or
+-- -1 - remaining, the retry ms and the reset ms (denied; a retry of -1: more
+-- permits than the rate). Replies are short because every value costs Redis
+-- time.
 --
 -- The allowed path of a rate given in code runs HMGET, GET, ZRANGEBYSCORE,
 -- PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when grants left the window,
@@ -24,9 +25,6 @@
 -- key lives at least one interval past every grant (after that an idle
 -- limiter is full again, as if new) and at most keepAlive past the last one.
 
-local t = redis.call('TIME')
-local us = tonumber(t[2])
-local now = t[1] * 1000 + (us - us % 1000) / 1000
 local out, k = { now, 0 }, 1 -- the reply, sized for one value, and its length
 local L -- the library, built on the paths that need it
 -- The rate and interval given in code last read: limiters decided together
@@ -66,8 +64,8 @@ while a <= #ARGV do
       L = L or lib()
       local new = L.argv_config(a)
       rate, interval, typ, keep = new[1], new[2], new[3], ARGV[a + 3]
-      local old = L.parse_config(c)
-      if old == nil then
+      local old, status = L.parse_config(c)
+      if status == L.NOT_INITIALIZED then
         local vkey, pkey = state_keys(o, typ)
         fresh = redis.call('EXISTS', vkey, pkey) == 0
         rebuild = not fresh
@@ -78,18 +76,15 @@ while a <= #ARGV do
       config_written = true
     else
       L = L or lib()
-      stored = L.parse_config(c)
-      if stored == nil then
+      local status
+      stored, status = L.parse_config(c)
+      if status ~= L.OK then
         k = k + 1
-        out[k] = NOT_INITIALIZED
-        break
-      elseif stored == false then
-        k = k + 1
-        out[k] = INVALID_CONFIG
+        out[k] = status
         break
       end
       rate, interval, typ = stored[1], stored[2], stored[3]
-      out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = OK, rate, interval, tonumber(typ), stored[4]
+      out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = L.OK, rate, interval, tonumber(typ), stored[4]
       k = k + 5
     end
 

@@ -1,19 +1,16 @@
 -- available.lua: the permits available now. Writes nothing.
 -- ARGV[1..4]: the rate given in code, used when none is stored, or four
--- empty strings. Reply: {OK, available, rate, interval, type, keepAlive}.
+-- empty strings. Reply: {OK, available}.
 
 local L = lib()
-local cfg = L.read_config(0)
-if cfg == nil and ARGV[1] ~= '' then
-  cfg = L.argv_config(1)
-  return { OK, cfg[1], cfg[1], cfg[2], tonumber(cfg[3]), cfg[4] }
-elseif cfg == nil then
-  return { NOT_INITIALIZED }
-elseif cfg == false then
-  return { INVALID_CONFIG }
+local cfg, status = L.read_config(0)
+if status == L.NOT_INITIALIZED and ARGV[1] ~= '' then
+  return { L.OK, tonumber(ARGV[1]) } -- nothing was ever acquired
+elseif status ~= L.OK then
+  return { status }
 end
 
-local rate, cutoff = cfg[1], L.now_ms() - cfg[2]
+local rate, cutoff = cfg[1], now - cfg[2]
 local vkey, pkey = state_keys(0, cfg[3])
 local live = function()
   return sum_permits(redis.call('ZRANGEBYSCORE', pkey, '(' .. L.fmt(cutoff), '+inf'))
@@ -29,4 +26,4 @@ else
   -- No counter, or no log (so no permit is out): the log decides.
   v = rate - live()
 end
-return { OK, math.max(0, v), rate, cfg[2], tonumber(cfg[3]), cfg[4] }
+return { L.OK, math.max(0, v) }

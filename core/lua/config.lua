@@ -1,10 +1,9 @@
 -- config.lua: the stored rate, checked by the same rules as every script.
 -- Reply: {OK, rate, interval, type, keepAlive}.
 
-local cfg = lib().read_config(0)
-if cfg == nil then
-  return { NOT_INITIALIZED }
-elseif cfg == false then
-  return { INVALID_CONFIG }
+local L = lib()
+local cfg, status = L.read_config(0)
+if status ~= L.OK then
+  return { status }
 end
-return { OK, cfg[1], cfg[2], tonumber(cfg[3]), cfg[4] }
+return { L.OK, cfg[1], cfg[2], tonumber(cfg[3]), cfg[4] }

@@ -1,4 +1,4 @@
 -- delete.lua: removes the limiter's config and this client's state.
--- Reply: {OK, number of keys deleted}.
+-- Stands alone (no lib.lua). Reply: {0 (OK), number of keys deleted}.
 
-return { OK, redis.call('DEL', unpack(KEYS)) }
+return { 0, redis.call('DEL', unpack(KEYS)) }

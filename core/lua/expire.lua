@@ -1,5 +1,6 @@
 -- expire.lua: ARGV[1] > 0 sets that TTL (ms) on every key of the limiter;
--- ARGV[1] = 0 removes their TTLs. Reply: {OK, 1 if any key changed}.
+-- ARGV[1] = 0 removes their TTLs. Stands alone (no lib.lua).
+-- Reply: {0 (OK), 1 if any key changed}.
 
 local ttl, changed = tonumber(ARGV[1]), 0
 for i = 1, #KEYS do
@@ -13,4 +14,4 @@ for i = 1, #KEYS do
     changed = 1
   end
 end
-return { OK, changed }
+return { 0, changed }

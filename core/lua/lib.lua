@@ -1,16 +1,23 @@
--- lib.lua: what every redlimit script shares. The Go side prepends this file
--- to each script body, so each rule below exists once. The hot path of
--- acquire.lua uses only the first helpers; the rest are built by lib(), which
--- a script calls on the paths that need them, so a decision does not pay for
--- closures it does not use.
+-- lib.lua: what the redlimit scripts share. The Go side prepends this file
+-- to the scripts that use it, so each rule below exists once. The hot path
+-- of acquire.lua uses only the first helpers; the rest are built by lib(),
+-- which a script calls on the paths that need them, so a decision does not
+-- pay for closures it does not use.
 --
 -- Keys: five per limiter (all in one Cluster hash slot), after an offset o
 -- (0 for the first limiter of a call, 5 for the second, and so on):
 --   KEYS[o+1] config hash   KEYS[o+2] value   KEYS[o+3] value:<client>
 --   KEYS[o+4] permits zset  KEYS[o+5] permits:<client>
 
--- Reply codes: the first element of every reply.
-local OK, NOT_INITIALIZED, INVALID_CONFIG = 0, 1, 2
+-- now is the Redis server clock in whole milliseconds, read once at the start
+-- of every script call: the only clock the scripts read. (A value, not a
+-- function: each function defined here is a closure made on every call.)
+local now
+do
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  now = t[1] * 1000 + (us - us % 1000) / 1000
+end
 
 -- permits_of decodes the permit count of a log member: its last four bytes,
 -- little-endian (Redisson's struct 'Bc0I' layout: 0x10, 16 id bytes, uint32).
@@ -67,7 +74,12 @@ local function load_state(vkey, pkey, rate, cutoff, rebuild)
 end
 
 local function lib()
-  local MAX_PERMITS = 4294967295
+  -- Status codes: the first element of every reply but acquire's, which has
+  -- one per limiter without a rate given in code. delete.lua and expire.lua
+  -- stand alone and reply 0, OK. (They are defined in here, not above, so
+  -- that the closure of lib, made on every call, captures no upvalue for
+  -- them: each costs Redis time on acquire's hot path.)
+  local OK, NOT_INITIALIZED, INVALID_CONFIG = 0, 1, 2
 
   -- int parses a non-negative decimal integer of at most 16 digits, or nil.
   local function int(s)
@@ -81,12 +93,6 @@ local function lib()
     return string.format('%d', n)
   end
 
-  -- now_ms is the Redis server clock in milliseconds: the only clock used.
-  local function now_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-
   -- with_permits returns member m carrying p permits instead.
   local function with_permits(m, p)
     local n = #m
@@ -95,11 +101,13 @@ local function lib()
   end
 
   -- parse_config turns an HMGET of rate, interval, type, keepAliveTime into
-  -- {rate, interval, type, keepAlive}, nil when the limiter is not
-  -- initialized, or false when the stored fields are not a valid rate.
+  -- {rate, interval, type, keepAlive} and the status OK; or nil and
+  -- NOT_INITIALIZED when the limiter has no config, or nil and
+  -- INVALID_CONFIG when the stored fields are not a valid rate.
   local function parse_config(c)
+    local MAX_PERMITS = 4294967295 -- Go's MaxPermits: a log member counts in a uint32
     if not c[1] or not c[2] or not c[3] then
-      return nil
+      return nil, NOT_INITIALIZED
     end
     local rate, interval, keep = int(c[1]), int(c[2]), 0
     if c[4] then
@@ -107,11 +115,13 @@ local function lib()
     end
     if not rate or rate < 1 or rate > MAX_PERMITS or not interval or interval < 1
         or not keep or (c[3] ~= '0' and c[3] ~= '1') then
-      return false
+      return nil, INVALID_CONFIG
     end
-    return { rate, interval, c[3], keep }
+    return { rate, interval, c[3], keep }, OK
   end
 
+  -- read_config reads and parses the config of the limiter at offset o, as
+  -- parse_config does.
   local function read_config(o)
     return parse_config(redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime'))
   end
@@ -154,9 +164,10 @@ local function lib()
     end
   end
 
-  -- change_config replaces old (a config, false or nil) with new. With keep
-  -- and the same type the history stays: value = max(0, rate - used in the new
-  -- window). Otherwise this client's state of both types is cleared.
+  -- change_config replaces old (a config, or nil: none or an invalid one)
+  -- with new. With keep and the same type the history stays: value =
+  -- max(0, rate - used in the new window). Otherwise this client's state of
+  -- both types is cleared.
   local function change_config(o, old, new, keep, now)
     write_config(o, new)
     if not keep or not old or old[3] ~= new[3] then
@@ -195,10 +206,11 @@ local function lib()
   end
 
   return {
-    MAX_PERMITS = MAX_PERMITS,
+    OK = OK,
+    NOT_INITIALIZED = NOT_INITIALIZED,
+    INVALID_CONFIG = INVALID_CONFIG,
     int = int,
     fmt = fmt,
-    now_ms = now_ms,
     with_permits = with_permits,
     parse_config = parse_config,
     read_config = read_config,

@@ -6,22 +6,20 @@
 -- grant's log member. Reply: {OK, 1 refunded, 0 not}.
 
 local L = lib()
-local cfg = L.read_config(0)
-if cfg == nil and ARGV[1] ~= '' then
-  return { OK, 0 } -- no config, hence no grant
-elseif cfg == nil then
-  return { NOT_INITIALIZED }
-elseif cfg == false then
-  return { INVALID_CONFIG }
+local cfg, status = L.read_config(0)
+if status == L.NOT_INITIALIZED and ARGV[1] ~= '' then
+  return { L.OK, 0 } -- no config, hence no grant
+elseif status ~= L.OK then
+  return { status }
 end
 
 local vkey, pkey = state_keys(0, cfg[3])
-local cutoff = L.now_ms() - cfg[2]
+local cutoff = now - cfg[2]
 local score = tonumber(redis.call('ZSCORE', pkey, ARGV[5]))
 if not score or score <= cutoff then
-  return { OK, 0 }
+  return { L.OK, 0 }
 end
 local v = load_state(vkey, pkey, cfg[1], cutoff, false)
 redis.call('ZREM', pkey, ARGV[5])
 L.save_state(vkey, pkey, math.min(cfg[1], v + permits_of(ARGV[5])), L.state_ttl(0, cfg))
-return { OK, 1 }
+return { L.OK, 1 }

@@ -6,17 +6,15 @@
 
 local L = lib()
 local n = tonumber(ARGV[5])
-local cfg = L.read_config(0)
-if cfg == nil and ARGV[1] ~= '' then
-  return { OK, tonumber(ARGV[1]) } -- nothing was ever acquired
-elseif cfg == nil then
-  return { NOT_INITIALIZED }
-elseif cfg == false then
-  return { INVALID_CONFIG }
+local cfg, status = L.read_config(0)
+if status == L.NOT_INITIALIZED and ARGV[1] ~= '' then
+  return { L.OK, tonumber(ARGV[1]) } -- nothing was ever acquired
+elseif status ~= L.OK then
+  return { status }
 end
 
 local vkey, pkey = state_keys(0, cfg[3])
-local v = load_state(vkey, pkey, cfg[1], L.now_ms() - cfg[2], false)
+local v = load_state(vkey, pkey, cfg[1], now - cfg[2], false)
 local removed = 0
 while removed < n do
   local batch = redis.call('ZREVRANGE', pkey, 0, math.min(n - removed, 1000) - 1, 'WITHSCORES')
@@ -38,4 +36,4 @@ while removed < n do
   end
 end
 L.save_state(vkey, pkey, math.min(cfg[1], v + removed), L.state_ttl(0, cfg))
-return { OK, math.min(cfg[1], v + removed) }
+return { L.OK, math.min(cfg[1], v + removed) }

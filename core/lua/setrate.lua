@@ -6,7 +6,7 @@
 
 local L = lib()
 if ARGV[5] == 'update' and redis.call('EXISTS', KEYS[1]) == 0 then
-  return { OK, 0 }
+  return { L.OK, 0 }
 end
-L.change_config(0, L.read_config(0), L.argv_config(1), ARGV[5] == 'update', L.now_ms())
-return { OK, 1 }
+L.change_config(0, (L.read_config(0)), L.argv_config(1), ARGV[5] == 'update', now)
+return { L.OK, 1 }

@@ -1,8 +1,9 @@
 -- trysetrate.lua: stores the rate only if the limiter has none.
 -- ARGV[1..4]: rate, interval ms, type, keepAlive ms. Reply: {OK, 1 set, 0 not}.
 
+local L = lib()
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return { OK, 0 }
+  return { L.OK, 0 }
 end
-lib().write_config(0, { tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]) })
-return { OK, 1 }
+L.write_config(0, L.argv_config(1))
+return { L.OK, 1 }
