@@ -177,8 +177,9 @@ func TestRedissonConfigBothWays(t *testing.T) {
 	})
 }
 
-// Redisson's release credits the counter without touching the log (E9).
-// When its members then expire, our reclaim caps the counter at the rate.
+// Redisson's release credits the counter without touching the log, so its
+// members are credited again when they expire. Our reclaim then caps the
+// counter at the rate.
 func TestRedissonReleaseCannotPushUsAboveRate(t *testing.T) {
 	runReal(t, func(t *testing.T, e *env) {
 		java := newJavaClient(t, e.rdb)
@@ -195,7 +196,8 @@ func TestRedissonReleaseCannotPushUsAboveRate(t *testing.T) {
 	})
 }
 
-// The byte layout of DESIGN section 2, on every backend.
+// The Redis layout Redisson uses (see the package doc), byte for byte, on
+// every backend.
 func TestLayout(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		c := e.client(t, core.WithClientID("client-1"))

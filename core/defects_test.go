@@ -1,9 +1,9 @@
 package core_test
 
-// Each Redisson defect of the reference (sections 6 and 8, E5-E18, and the
-// per-client rate change) next to what this project does instead. Where a
-// defect needs state only another writer can produce (a Redisson client, a
-// lost key), the test writes that state into Redis directly.
+// Where Redisson's RRateLimiter goes wrong, what this package does instead:
+// one test per behaviour, each saying what Redisson does. Where a case needs
+// state only another writer can produce (a Redisson client, a lost key), the
+// test writes that state into Redis directly.
 
 import (
 	"encoding/binary"
@@ -55,9 +55,9 @@ func assertTTLs(t *testing.T, e *env, l *core.Limiter, withConfig bool) {
 	}
 }
 
-// E5: Redisson's availablePermits on a fresh limiter creates the value key
-// with no TTL. Ours writes nothing.
-func TestE05AvailablePermitsWritesNothing(t *testing.T) {
+// Redisson's availablePermits on a fresh limiter creates the value key with
+// no TTL. Ours writes nothing.
+func TestAvailablePermitsWritesNothing(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		r := rate(core.Overall, 10, time.Second)
@@ -69,10 +69,11 @@ func TestE05AvailablePermitsWritesNothing(t *testing.T) {
 	})
 }
 
-// E6-E8: Redisson's availablePermits strips the value key's TTL; the key
-// then outlives the limiter, and the re-created limiter grants 7 of 10 per
-// window forever, or fails with a Lua nil-arithmetic error.
-func TestE07E08KeysKeepTheirTTL(t *testing.T) {
+// Redisson's availablePermits strips the value key's TTL; the key then
+// outlives the limiter, and the re-created limiter grants 7 of 10 per window
+// forever, or fails with a Lua nil-arithmetic error. Ours keeps every key's
+// TTL, so they all expire together and a re-created limiter is full.
+func TestKeysKeepTheirTTLAndExpireTogether(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		r := rate(core.Overall, 10, 200*time.Millisecond)
@@ -92,10 +93,10 @@ func TestE07E08KeysKeepTheirTTL(t *testing.T) {
 	})
 }
 
-// E9: Redisson's release raises the counter but leaves the log entries,
-// which are credited again when they expire: 13 grants within one second
-// for a rate of 10. Ours removes what it releases.
-func TestE09ReleaseNeverCreditsTwice(t *testing.T) {
+// Redisson's release raises the counter but leaves the log entries, which
+// are credited again when they expire: 13 grants within one second for a
+// rate of 10. Ours removes what it releases.
+func TestReleaseNeverCreditsTwice(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 10, time.Second)))
@@ -113,9 +114,9 @@ func TestE09ReleaseNeverCreditsTwice(t *testing.T) {
 	})
 }
 
-// E10: after acquire 1 + release 1 and an expiry, Redisson's
-// availablePermits reports 11 of a rate of 10 (#7329).
-func TestE10AvailableNeverAboveRate(t *testing.T) {
+// After acquire 1 + release 1 and an expiry, Redisson's availablePermits
+// reports 11 of a rate of 10 (Redisson issue #7329).
+func TestAvailableNeverAboveRate(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 10, time.Second)))
@@ -132,9 +133,9 @@ func TestE10AvailableNeverAboveRate(t *testing.T) {
 	})
 }
 
-// E11: Redisson's recount after 9 x (acquire 1, release 1) discards the
-// released permits and leaves 1 of 10 (#7342).
-func TestE11ReleasedPermitsStayReleased(t *testing.T) {
+// Redisson's recount after 9 x (acquire 1, release 1) discards the released
+// permits and leaves 1 of 10 (Redisson issue #7342).
+func TestReleasedPermitsStayReleased(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 10, time.Second)))
@@ -151,10 +152,10 @@ func TestE11ReleasedPermitsStayReleased(t *testing.T) {
 	})
 }
 
-// E12-E13: Redisson grants tryAcquire(-5) (the counter rises above the rate
-// and the log stores 0xFFFFFFFB) and tryAcquire(0) (a zero-permit member per
-// call). Ours rejects both before any I/O.
-func TestE12E13NegativeAndZeroPermits(t *testing.T) {
+// Redisson grants tryAcquire(-5) (the counter rises above the rate and the
+// log stores 0xFFFFFFFB) and tryAcquire(0) (a zero-permit member per call).
+// Ours rejects both before any I/O.
+func TestNegativeAndZeroPermitsAreRejected(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 10, time.Second)))
@@ -170,10 +171,10 @@ func TestE12E13NegativeAndZeroPermits(t *testing.T) {
 	})
 }
 
-// E14: a zero-permit member (a Redisson tryAcquire(0)) is never purged by
+// A zero-permit member (a Redisson tryAcquire(0)) is never purged by
 // Redisson and makes its retry hint negative (-4097). Ours purges expired
 // members whatever they hold and walks past members that free nothing.
-func TestE14ZeroPermitMembers(t *testing.T) {
+func TestZeroPermitMembersArePurged(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 1, 5*time.Second)))
@@ -197,10 +198,10 @@ func TestE14ZeroPermitMembers(t *testing.T) {
 	})
 }
 
-// E15: a counter below the request with an empty log makes Redisson's
-// script fail with "attempt to perform arithmetic on a nil value", and the
-// lost permits never come back. Ours rebuilds the counter from the log.
-func TestE15EmptyLogLowCounter(t *testing.T) {
+// A counter below the request with an empty log makes Redisson's script fail
+// with "attempt to perform arithmetic on a nil value", and the lost permits
+// never come back. Ours rebuilds the counter from the log.
+func TestLowCounterWithEmptyLogIsRebuilt(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 10, time.Second)))
@@ -229,13 +230,13 @@ func skewed(t *testing.T, skew time.Duration, f func(mr *miniredis.Miniredis, no
 	f(mr, now, ca.Limiter(name), cb.Limiter(name))
 }
 
-// E16-E17: Redisson stamps permits with each client's clock: a client 5 s
-// fast blocks the others for 6 s instead of 1 s, and one 5 s slow lets them
-// take twice the rate at once. Ours never reads the process clock: grants
+// Redisson stamps permits with each client's clock: a client 5 s fast
+// blocks the others for 6 s instead of 1 s, and one 5 s slow lets them take
+// twice the rate at once. Ours never reads the process clock: grants
 // carry Redis TIME, so the processes' clocks cannot disagree about it. Here
 // Redis runs 5 s ahead of (or behind) this process, and two clients share
 // rate 2 per second exactly.
-func TestE16E17ClockSkew(t *testing.T) {
+func TestClientClockSkewDoesNotMatter(t *testing.T) {
 	for _, skew := range []time.Duration{5 * time.Second, -5 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
 			skewed(t, skew, func(mr *miniredis.Miniredis, now time.Time, a, b *core.Limiter) {
@@ -255,7 +256,7 @@ func TestE16E17ClockSkew(t *testing.T) {
 
 // A Redisson client with a fast clock writes permits stamped in the future.
 // Our retry hint stays within one interval instead of growing by the skew.
-func TestE16ForeignFutureStampsBounded(t *testing.T) {
+func TestFutureStampsKeepRetryWithinOneInterval(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		require.True(t, trySetRate(t, l, rate(core.Overall, 2, time.Second)))
@@ -273,9 +274,9 @@ func TestE16ForeignFutureStampsBounded(t *testing.T) {
 	})
 }
 
-// E18: Redisson accepts interval 0 and then grants everything. Ours rejects
-// it, and a stored interval of 0 is reported as an invalid config.
-func TestE18IntervalZero(t *testing.T) {
+// Redisson accepts interval 0 and then grants everything. Ours rejects it,
+// and a stored interval of 0 is reported as an invalid config.
+func TestIntervalZeroIsRejected(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
 		_, err := l.TrySetRate(bg, rate(core.Overall, 10, 0))
@@ -292,9 +293,9 @@ func TestE18IntervalZero(t *testing.T) {
 	})
 }
 
-// Keys that never expire: Redisson's per-user limiters leak (#4007, #4813),
-// legacy setRate keeps a stale config TTL, and a type switch leaves the old
-// type's keys behind with no TTL.
+// Keys that never expire: Redisson's per-user limiters leak (Redisson issues
+// #4007, #4813), legacy setRate keeps a stale config TTL, and a type switch
+// leaves the old type's keys behind with no TTL.
 func TestKeysNeverLeakWithRate(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t, core.WithRate(rate(core.Overall, 5, 200*time.Millisecond)))
