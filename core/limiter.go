@@ -271,6 +271,29 @@ func (l *Limiter) Acquire(ctx context.Context, permits int64) error {
 	}
 }
 
+// jitter returns a small random delay added to a wait, so that waiters that
+// were denied together do not all retry in the same millisecond.
+func jitter(wait time.Duration) time.Duration {
+	limit := min(wait/16, 5*time.Millisecond)
+	if limit <= 0 {
+		return 0
+	}
+	return rand.N(limit)
+}
+
+// sleep waits for d and returns nil, or returns ctx's error when ctx is
+// done first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Release gives permits back: they are available again at once, and the
 // grants that held them no longer count, so they are never credited twice.
 // The most recent grants are released first. Permits beyond those held are
@@ -433,26 +456,4 @@ func (l *Limiter) checkPermits(n int64) error {
 		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.coded.rate.Permits)
 	}
 	return nil
-}
-
-// jitter returns a small random delay added to a wait, so that waiters that
-// were denied together do not all retry in the same millisecond.
-func jitter(wait time.Duration) time.Duration {
-	limit := min(wait/16, 5*time.Millisecond)
-	if limit <= 0 {
-		return 0
-	}
-	return rand.N(limit)
-}
-
-// sleep waits for d, or until ctx is done, and then returns ctx's error.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -15,6 +15,12 @@ import (
 	"github.com/redlimit/redlimit/internal/slot"
 )
 
+// The round trip of every script call: a call goes through Client.do to the
+// batcher of its limiter (the Client's, or its hash slot's on a Redis
+// Cluster), which sends it at once or, when all round trips in flight are
+// busy, with the calls queued meanwhile as one pipeline (send), in which
+// the acquires on one limiter share a script call (plan, command).
+
 // A call is one script call on a limiter's keys, waiting for its reply.
 // Every script call of a Limiter is one, and every call goes through
 // Client.do: the call timeout, the deadline guard, coalescing, the NOSCRIPT
