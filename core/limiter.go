@@ -425,6 +425,8 @@ func (l *Limiter) scriptRate() *rateArgs {
 	return &noRate
 }
 
+// callContext returns ctx bounded by the limiter's call timeout
+// (WithCallTimeout), unless ctx ends first anyway.
 func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.timeout <= 0 {
 		return ctx, noCancel
