@@ -1,11 +1,11 @@
 module github.com/redlimit/redlimit/metrics/prometheus
 
-go 1.26.0
+go 1.25.0
 
 replace github.com/redlimit/redlimit => ../../
 
 require (
-	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_golang v1.24.1
 	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 )
@@ -16,9 +16,9 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/common v0.70.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,7 +245,7 @@ func (c *Cluster) MasterOf(slot int) (*Server, error) {
 }
 
 // Owners returns the master of every slot (nil for a slot no node serves),
-// as CLUSTER SLOTS on the first running node that answers reports it.
+// as CLUSTER SHARDS on the first running node that answers reports it.
 func (c *Cluster) Owners() ([]*Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -254,28 +255,35 @@ func (c *Cluster) Owners() ([]*Server, error) {
 			continue
 		}
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second})
-		slots, err := rc.ClusterSlots(ctx).Result()
+		shards, err := rc.ClusterShards(ctx).Result()
 		_ = rc.Close()
 		if err != nil {
 			lastErr = err
 			continue
 		}
 		owners := make([]*Server, slot.Count)
-		for _, r := range slots {
-			if len(r.Nodes) == 0 {
-				continue
+		for _, sh := range shards {
+			var m *Server
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					m = c.Server(net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)))
+				}
 			}
-			m := c.Server(r.Nodes[0].Addr)
 			if m == nil {
-				return nil, fmt.Errorf("redistest: slots %d-%d served by unknown node %s", r.Start, r.End, r.Nodes[0].Addr)
+				if len(sh.Slots) == 0 {
+					continue
+				}
+				return nil, fmt.Errorf("redistest: slots %d-%d served by no known master", sh.Slots[0].Start, sh.Slots[0].End)
 			}
-			for i := r.Start; i <= r.End && i < slot.Count; i++ {
-				owners[i] = m
+			for _, r := range sh.Slots {
+				for i := r.Start; i <= r.End && i < slot.Count; i++ {
+					owners[i] = m
+				}
 			}
 		}
 		return owners, nil
 	}
-	return nil, fmt.Errorf("redistest: no node answered CLUSTER SLOTS: %v", lastErr)
+	return nil, fmt.Errorf("redistest: no node answered CLUSTER SHARDS: %v", lastErr)
 }
 
 // Role returns the role of a running node as it reports it: "master" or
