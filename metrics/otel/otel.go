@@ -25,9 +25,6 @@ import (
 	"github.com/redlimit/redlimit/observe"
 )
 
-// Buckets are the histogram's boundaries, in seconds: 50 µs to 1 s.
-var Buckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1}
-
 // Observer is an observe.Observer that records OpenTelemetry metrics. It
 // is safe for concurrent use; once a policy's attribute sets exist (after
 // its first decision) it builds none per decision.
@@ -57,7 +54,7 @@ func New(meter metric.Meter) (*Observer, error) {
 	}
 	if o.duration, err = meter.Float64Histogram("redlimit_decision_duration_seconds",
 		metric.WithDescription("Time a rate limit decision took, waits included."),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(Buckets...)); err != nil {
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(observe.LatencyBuckets...)); err != nil {
 		return nil, err
 	}
 	if o.errors, err = meter.Int64Counter("redlimit_redis_errors_total",

@@ -49,7 +49,7 @@ func TestMetrics(t *testing.T) {
 	hist := got["redlimit_decision_duration_seconds"].Data.(metricdata.Histogram[float64])
 	assert.Equal(t, "s", got["redlimit_decision_duration_seconds"].Unit)
 	for _, dp := range hist.DataPoints {
-		assert.Equal(t, otel.Buckets, dp.Bounds)
+		assert.Equal(t, observe.LatencyBuckets, dp.Bounds)
 		if policy, _ := dp.Attributes.Value("policy"); policy.AsString() == "login" {
 			assert.Equal(t, uint64(4), dp.Count)
 		}

@@ -26,9 +26,6 @@ import (
 	"github.com/redlimit/redlimit/observe"
 )
 
-// Buckets are the histogram's upper bounds, in seconds: 50 µs to 1 s.
-var Buckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1}
-
 // Observer is an observe.Observer that updates Prometheus metrics. It is
 // safe for concurrent use, and does not allocate once a policy's metrics
 // exist (after its first decision).
@@ -59,7 +56,7 @@ func New(reg prom.Registerer) (*Observer, error) {
 		duration: prom.NewHistogramVec(prom.HistogramOpts{
 			Name:    "redlimit_decision_duration_seconds",
 			Help:    "Time a rate limit decision took, waits included.",
-			Buckets: Buckets,
+			Buckets: observe.LatencyBuckets,
 		}, []string{"policy"}),
 		errors: prom.NewCounterVec(prom.CounterOpts{
 			Name: "redlimit_redis_errors_total",

@@ -66,7 +66,8 @@ redlimit_decision_duration_seconds_bucket{policy="api",le="0.005"} 0
 redlimit_decision_duration_seconds_bucket{policy="api",le="0.01"} 0
 redlimit_decision_duration_seconds_bucket{policy="api",le="0.025"} 0
 redlimit_decision_duration_seconds_bucket{policy="api",le="0.05"} 0
-redlimit_decision_duration_seconds_bucket{policy="api",le="0.1"} 1
+redlimit_decision_duration_seconds_bucket{policy="api",le="0.09"} 0
+redlimit_decision_duration_seconds_bucket{policy="api",le="0.125"} 1
 redlimit_decision_duration_seconds_bucket{policy="api",le="0.25"} 1
 redlimit_decision_duration_seconds_bucket{policy="api",le="0.5"} 1
 redlimit_decision_duration_seconds_bucket{policy="api",le="1"} 1
@@ -83,7 +84,8 @@ redlimit_decision_duration_seconds_bucket{policy="login",le="0.005"} 4
 redlimit_decision_duration_seconds_bucket{policy="login",le="0.01"} 4
 redlimit_decision_duration_seconds_bucket{policy="login",le="0.025"} 4
 redlimit_decision_duration_seconds_bucket{policy="login",le="0.05"} 4
-redlimit_decision_duration_seconds_bucket{policy="login",le="0.1"} 4
+redlimit_decision_duration_seconds_bucket{policy="login",le="0.09"} 4
+redlimit_decision_duration_seconds_bucket{policy="login",le="0.125"} 4
 redlimit_decision_duration_seconds_bucket{policy="login",le="0.25"} 4
 redlimit_decision_duration_seconds_bucket{policy="login",le="0.5"} 4
 redlimit_decision_duration_seconds_bucket{policy="login",le="1"} 4
