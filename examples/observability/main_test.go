@@ -72,7 +72,7 @@ func TestMetrics(t *testing.T) {
 			assert.Equal(t, want, got, sample)
 		}
 	}
-	assert.Contains(t, m, `redlimit_decision_duration_seconds_bucket{policy="global",le="0.1"}`)
+	assert.Contains(t, m, `redlimit_decision_duration_seconds_bucket{policy="global",le="0.125"}`)
 
 	// Redis goes away: the global policy decides in memory (the default
 	// failure policy), and says so.
