@@ -1,47 +1,83 @@
 package echorl_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echorl"
-	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/policy"
 )
 
-func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
-	client, err := core.New(rdb)
+// The example runs on an embedded Redis (miniredis), so that it needs no
+// server; a service gives core.New a go-redis client of its Redis, with
+// ContextTimeoutEnabled (see package core).
+func exampleClient() (*core.Client, *miniredis.Miniredis) {
+	mr, err := miniredis.Run()
 	if err != nil {
 		panic(err)
 	}
-	// Global: 100 requests per minute per client IP. Login: one attempt per
-	// 2 s per IP; a second attempt waits up to 3 s for its permit. Per
-	// user: the authentication middleware stores the user with c.Set.
-	global := policy.MustNew(client, "global", core.PerMinute(100))
-	login := policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second}, policy.WithWait(3*time.Second))
-	perUser := policy.MustNew(client, "user", core.PerMinute(5), policy.WithKey(keyfunc.User("user")))
-
-	e := echo.New()
-	e.Use(echorl.New(global, echorl.WithSkip(func(c echo.Context) bool { return c.Path() == "/health" })))
-	e.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "logged in") }, echorl.New(login))
-	e.GET("/me", func(c echo.Context) error { return c.String(http.StatusOK, "hello") }, authenticate, echorl.New(perUser))
-	e.GET("/health", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
-	_ = e.Start("127.0.0.1:8080")
+	client, err := core.New(redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}))
+	if err != nil {
+		panic(err)
+	}
+	return client, mr
 }
 
-// authenticate stands in for real authentication.
-func authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		user := c.Request().Header.Get("X-User")
-		if user == "" {
-			return echo.ErrUnauthorized
+// send sends n requests from 192.0.2.1 and returns their statuses in runs:
+// "5 x 200, 1 x 429".
+func send(h http.Handler, method, path string, n int) string {
+	var runs []string
+	last, count := 0, 0
+	for i := 0; i <= n; i++ {
+		status := 0
+		if i < n {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(method, path, nil))
+			status = w.Code
 		}
-		c.Set("user", user)
-		return next(c)
+		if status != last && count > 0 {
+			runs = append(runs, fmt.Sprintf("%d x %d", count, last))
+			count = 0
+		}
+		last = status
+		count++
 	}
+	return strings.Join(runs, ", ")
+}
+
+func handleLogin(c echo.Context) error { return c.String(http.StatusOK, "logged in") }
+
+func handleHome(c echo.Context) error { return c.String(http.StatusOK, "hello") }
+
+// A limit per client IP on every route, and a login limit on top of it that
+// may wait up to 3 s for a permit. The sixth login of a minute is refused at
+// once, since its permit comes back only a minute after the first; the five
+// served logins count against the global limit too, and the refused one
+// takes nothing from it. Refusals are returned to Echo's HTTPErrorHandler
+// as an *echo.HTTPError.
+func Example() {
+	client, mr := exampleClient()
+	defer mr.Close()
+
+	global := policy.MustNew(client, "global", core.PerMinute(100)) // per client IP
+	login := policy.MustNew(client, "login", core.PerMinute(5), policy.WithWait(3*time.Second))
+
+	e := echo.New()
+	e.Use(echorl.New(global))
+	e.POST("/login", handleLogin, echorl.New(login))
+
+	e.GET("/", handleHome)
+	fmt.Println("POST /login:", send(e, http.MethodPost, "/login", 6))
+	fmt.Println("GET /:", send(e, http.MethodGet, "/", 100))
+	// Output:
+	// POST /login: 5 x 200, 1 x 429
+	// GET /: 95 x 200, 5 x 429
 }

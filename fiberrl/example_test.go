@@ -2,57 +2,106 @@ package fiberrl_test
 
 import (
 	"context"
-	"log"
+	"fmt"
+	"net/http/httptest"
+	"strings"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/utils"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/fiberrl"
-	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/policy"
 )
 
-func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
-	client, err := core.New(rdb)
+// The examples run on an embedded Redis (miniredis), so that they need no
+// server; a service gives core.New a go-redis client of its Redis, with
+// ContextTimeoutEnabled (see package core).
+func exampleClient() (*core.Client, *miniredis.Miniredis) {
+	mr, err := miniredis.Run()
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
-	app := fiber.New()
+	client, err := core.New(redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}))
+	if err != nil {
+		panic(err)
+	}
+	return client, mr
+}
 
-	// Bound every request, and so every wait, by a deadline: fasthttp
-	// cannot tell that a client went away.
+// send sends n requests through app and returns their statuses in runs:
+// "5 x 200, 1 x 429".
+func send(app *fiber.App, method, path string, n int) string {
+	var runs []string
+	last, count := 0, 0
+	for i := 0; i <= n; i++ {
+		status := 0
+		if i < n {
+			resp, err := app.Test(httptest.NewRequest(method, path, nil), -1)
+			if err != nil {
+				panic(err)
+			}
+			_ = resp.Body.Close()
+			status = resp.StatusCode
+		}
+		if status != last && count > 0 {
+			runs = append(runs, fmt.Sprintf("%d x %d", count, last))
+			count = 0
+		}
+		last = status
+		count++
+	}
+	return strings.Join(runs, ", ")
+}
+
+func handleLogin(c *fiber.Ctx) error { return c.SendString("logged in") }
+
+func handleHome(c *fiber.Ctx) error { return c.SendString("hello") }
+
+// A limit per client IP on every route, and a login limit on top of it that
+// may wait up to 3 s for a permit. The sixth login of a minute is refused at
+// once, since its permit comes back only a minute after the first; the five
+// served logins count against the global limit too, and the refused one
+// takes nothing from it.
+func Example() {
+	client, mr := exampleClient()
+	defer mr.Close()
+
+	global := policy.MustNew(client, "global", core.PerMinute(100)) // per client IP
+	login := policy.MustNew(client, "login", core.PerMinute(5), policy.WithWait(3*time.Second))
+
+	app := fiber.New()
+	app.Use(fiberrl.New(global))
+	app.Post("/login", fiberrl.New(login), handleLogin)
+
+	app.Get("/", handleHome)
+	fmt.Println("POST /login:", send(app, fiber.MethodPost, "/login", 6))
+	fmt.Println("GET /:", send(app, fiber.MethodGet, "/", 100))
+	// Output:
+	// POST /login: 5 x 200, 1 x 429
+	// GET /: 95 x 200, 5 x 429
+}
+
+// Fasthttp cannot tell that a client went away, so a request waiting for a
+// permit (policy.WithWait) waits out its maximum wait even then: bound every
+// request by a deadline in a middleware before the limits.
+func Example_deadline() {
+	client, mr := exampleClient()
+	defer mr.Close()
+
+	app := fiber.New()
 	app.Use(func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 10*time.Second)
 		defer cancel()
 		c.SetUserContext(ctx)
 		return c.Next()
 	})
-
-	// Global: 100 requests a minute per client IP, except health checks.
-	global := policy.MustNew(client, "global", core.PerMinute(100))
-	app.Use(fiberrl.New(global, fiberrl.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/health" })))
-
-	// Per route: one login attempt per 2 s per IP, waiting up to 3 s for it.
 	login := policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second}, policy.WithWait(3*time.Second))
-	app.Post("/login", fiberrl.New(login), func(c *fiber.Ctx) error { return c.SendString("logged in") })
+	app.Post("/login", fiberrl.New(login), handleLogin)
 
-	// Per user: after authentication stored the user with c.Locals.
-	authenticate := func(c *fiber.Ctx) error {
-		user := c.Get("X-User") // stand-in for real authentication
-		if user == "" {
-			return fiber.ErrUnauthorized
-		}
-		c.Locals("user", utils.CopyString(user))
-		return c.Next()
-	}
-	perUser := policy.MustNew(client, "user", core.PerMinute(5), policy.WithKey(keyfunc.User("user")))
-	app.Get("/me", authenticate, fiberrl.New(perUser), func(c *fiber.Ctx) error {
-		return c.SendString("hello, " + c.Locals("user").(string))
-	})
-
-	log.Fatal(app.Listen(":8080"))
+	fmt.Println("POST /login:", send(app, fiber.MethodPost, "/login", 1))
+	// Output:
+	// POST /login: 1 x 200
 }

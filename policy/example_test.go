@@ -1,0 +1,42 @@
+package policy_test
+
+import (
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// A policy's name is its identity: policies of one name on one client share
+// one budget, so they must agree on the rate and on what a request without
+// a key gets. New reports a mistake at once, naming the option and the
+// value; MustNew panics with the same error.
+func Example_names() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	client, err := core.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}))
+	if err != nil {
+		panic(err)
+	}
+
+	api := policy.MustNew(client, "api", core.PerMinute(100))
+	// The same name and rate: one budget, whichever routes each applies to.
+	sameBudget := policy.MustNew(client, "api", core.PerMinute(100))
+	// The same name with another rate is an error.
+	_, err = policy.New(client, "api", core.PerMinute(50))
+	fmt.Println(err)
+	// So is an option that cannot work.
+	_, err = policy.New(client, "upload", core.PerSecond(5), policy.WithCost(6))
+	fmt.Println(err)
+
+	_, _ = api, sameBudget
+	// Output:
+	// policy "api": core: invalid option: a policy of this name on this client has the rate 100 per 1m0s (Overall), and this one 50 per 1m0s (Overall); policies of one name share one budget, so give each limit a name of its own
+	// policy "upload": WithCost(6): core: invalid permits: the cost must be from 1 to the rate's 5 permits
+}
