@@ -1,0 +1,165 @@
+// Package fiber3rl applies redlimit policies (package policy) to Fiber v3
+// (github.com/gofiber/fiber/v3) requests; it only translates them.
+//
+//	app.Use(fiber3rl.New(policy.MustNew(client, "global", core.PerMinute(100))))
+//	app.Post("/login", fiber3rl.New(policy.MustNew(client, "login", core.PerMinute(5))), login)
+//
+// Route keys use the route's template, c.FullPath() ("/users/:id"), once
+// the router has matched the request's route (c.Matched()): in middleware
+// passed with the route (app.Get(path, limit, handler)), not in app.Use or
+// a group's Use. The request's context is c.Context(), which the policy
+// replaces with c.SetContext; fasthttp sees no disconnects, so waits end
+// only with the maximum wait or a deadline a middleware before this sets.
+package fiber3rl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gofiber/fiber/v3"
+	"github.com/gofiber/utils/v2"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/native"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// An Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	skip    func(fiber.Ctx) bool
+	deny    fiber.Handler
+	onError func(fiber.Ctx, error) error
+}
+
+// WithSkip exempts the requests for which skip returns true.
+func WithSkip(skip func(fiber.Ctx) bool) Option { return func(c *config) { c.skip = skip } }
+
+// WithDenyHandler answers requests over the limit instead of the default
+// 429; the headers are set, and ResultFrom gives the decision.
+func WithDenyHandler(deny fiber.Handler) Option { return func(c *config) { c.deny = deny } }
+
+// WithErrorHandler receives the errors the policy reports (Decision.Err)
+// instead of the log. If it returns an error or sets a status or body,
+// that stands; otherwise the policy's decision applies.
+func WithErrorHandler(onError func(c fiber.Ctx, err error) error) Option {
+	return func(c *config) { c.onError = onError }
+}
+
+// New returns the middleware that applies p. It panics if p is nil.
+func New(p *policy.Policy, opts ...Option) fiber.Handler {
+	if p == nil {
+		panic("fiber3rl.New: nil *policy.Policy")
+	}
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return func(c fiber.Ctx) error {
+		if cfg.skip != nil && cfg.skip(c) {
+			return c.Next()
+		}
+		d := p.Decide(exchange{c})
+		switch {
+		case d.Err != nil && cfg.onError != nil:
+			status, size := c.Response().StatusCode(), len(c.Response().Body())
+			if err := cfg.onError(c, d.Err); err != nil || c.Response().StatusCode() != status || len(c.Response().Body()) != size {
+				return err
+			}
+		case d.Err != nil:
+			p.LogError(c.Context(), d.Err)
+		}
+		switch {
+		case d.Status == fiber.StatusTooManyRequests && cfg.deny != nil:
+			c.Locals(resultKey{}, d.Result)
+			return cfg.deny(c)
+		case d.Status != 0:
+			// Copied, not sent with c.Send: the body is shared.
+			c.Status(d.Status).Set(fiber.HeaderContentType, policy.ProblemContentType)
+			c.Response().SetBody(d.Body)
+			return nil
+		}
+		err := c.Next()
+		d.Done(status(c, err))
+		return err
+	}
+}
+
+// status is the response status of a request whose handler returned err.
+func status(c fiber.Ctx, err error) int {
+	if err == nil {
+		return c.Response().StatusCode()
+	} else if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
+		return fe.Code
+	}
+	return fiber.StatusInternalServerError
+}
+
+type resultKey struct{}
+
+// ResultFrom returns the decision of a request refused over the limit, in
+// a deny handler.
+func ResultFrom(c fiber.Ctx) (core.Result, bool) {
+	res, ok := c.Locals(resultKey{}).(core.Result)
+	return res, ok
+}
+
+// Key returns a key function that reads the key from the fiber.Ctx, such as
+// a path parameter or a value in c.Locals; an empty key means that the request has none.
+func Key(f func(fiber.Ctx) (string, error)) keyfunc.KeyFunc { return native.Func("fiber3rl", f) }
+
+// RateFunc returns a rate function that reads the rate from the fiber.Ctx.
+func RateFunc(f func(fiber.Ctx) (core.Rate, error)) policy.RateFunc {
+	return native.Func("fiber3rl", f)
+}
+
+// CostFunc returns a cost function that reads the cost from the fiber.Ctx.
+func CostFunc(f func(fiber.Ctx) (int64, error)) policy.CostFunc { return native.Func("fiber3rl", f) }
+
+// exchange is the policy.Exchange of a Fiber request. Its strings are
+// Fiber's zero-copy views, valid until the handler returns.
+type exchange struct{ c fiber.Ctx }
+
+var errRouteUnknown = fmt.Errorf("fiber3rl: %w in middleware added with app.Use or to a group: "+
+	"pass the middleware to the route (app.Get(path, limit, handler)) to key on the route", keyfunc.ErrRouteUnknown)
+
+func (x exchange) Native() fiber.Ctx              { return x.c }
+func (x exchange) Context() context.Context       { return x.c.Context() }
+func (x exchange) SetContext(ctx context.Context) { x.c.SetContext(ctx) }
+func (x exchange) SetHeader(name, value string)   { x.c.Set(name, value) }
+func (x exchange) Method() string                 { return x.c.Method() }
+func (x exchange) Header(name string) string      { return x.c.Get(name) }
+func (x exchange) Query(name string) string       { return x.c.Query(name) }
+func (x exchange) RemoteAddr() string             { return x.c.RequestCtx().RemoteAddr().String() }
+
+// Route returns the template of the route whose handlers run. Until the
+// router matches a route, as in app.Use, c.FullPath() is the prefix of the
+// Use, not a route, and c.Matched() is false.
+func (x exchange) Route() (string, error) {
+	if !x.c.Matched() {
+		return "", errRouteUnknown
+	}
+	return x.c.FullPath(), nil
+}
+
+// Value returns c.Locals(key), else the value of the request's context.
+func (x exchange) Value(key any) any {
+	if v := x.c.Locals(key); v != nil {
+		return v
+	}
+	return x.c.Context().Value(key)
+}
+
+func (x exchange) HeaderValues(name string) []string {
+	lines := x.c.Request().Header.PeekAll(name)
+	values := make([]string, len(lines))
+	for i, b := range lines {
+		values[i] = utils.UnsafeString(b)
+	}
+	return values
+}
