@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -26,13 +28,15 @@ type Client struct {
 	clientID string
 	denials  *denialCache  // nil when disabled
 	batch    *batcher      // the round trips (of each slot: see slots)
-	slots    *slotBatchers // Cluster with coalescing: a batcher per slot
-	ctxIO    bool          // rdb stops its I/O at a context's deadline
+	slots    *slotBatchers // Cluster: a batcher per slot
 	// acrossLimiters: the keys of several limiters may share a script call
 	// (one server, or a Cluster's batcher per slot; not a Ring's shards, nor
 	// a client this package does not know).
 	acrossLimiters bool
 	reload         func(context.Context) // Cluster: reload the slot map
+	// offset is Redis's clock less the local clock, in ms, as the last
+	// decision measured it: Charge turns local times into Redis's with it.
+	offset atomic.Int64
 }
 
 // An Option configures a Client.
@@ -97,7 +101,7 @@ func WithDenialCache(enabled bool) Option {
 // Redis far fewer reads, writes and wake-ups. On a Redis Cluster the bound
 // is per hash slot, and a pipeline never spans two slots: a master that is
 // down or slow holds up no decision on another master's keys (the Client
-// then keeps a table of 16384 pointers, 128 KiB). 0 turns coalescing off: every
+// keeps a table of 16384 pointers, 128 KiB). 0 turns coalescing off: every
 // decision is its own round trip. Turn it off when go-redis reaches Redis
 // over an unbuffered connection such as net.Pipe (miniredis's Dial), on
 // which a pipeline blocks until its write times out.
@@ -134,11 +138,12 @@ func WithMaxQueue(n int) Option {
 // single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
 // service can start while Redis is down; it only checks its arguments.
 //
-// Give rdb ContextTimeoutEnabled: true. go-redis then stops its I/O at a
-// call's deadline (a context's, or WithCallTimeout's); without it, it
-// waits for its ReadTimeout (3 s by default), so the Client makes each
-// round trip that has a deadline on a goroutine of its own, and returns at
-// the deadline while that goroutine finishes.
+// A call with a deadline (a context's, or WithCallTimeout's) returns at
+// its deadline, while its round trip, on a goroutine of its own, may wait a
+// second longer for Redis's answer: an answer late for its caller tells
+// that Redis is well (this process was busy), and none, that it fails.
+// Give rdb ContextTimeoutEnabled: true, so that go-redis stops waiting
+// then; without it, it waits for its ReadTimeout (3 s by default).
 //
 // With a Cluster client, a round trip that fails other than with a Redis
 // reply (a refused connection, a timeout) makes the Client ask go-redis to
@@ -154,7 +159,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	case *redis.Client, *redis.ClusterClient:
 		across = true
 	}
-	c := &Client{rdb: rdb, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
+	c := &Client{rdb: rdb, denials: &denialCache{}, acrossLimiters: across}
 	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {
@@ -243,4 +248,79 @@ func newUUID() string {
 	s[23] = '-'
 	hex.Encode(s[24:], b[10:])
 	return string(s[:])
+}
+
+// Check reports whether Redis can decide for the Client, and if not, why:
+// a service calls it at start to learn of a mistake in its configuration at
+// once, rather than from the failure policy of its first requests. It
+// reaches every master (of a Cluster, or the shards of a Ring), checks that
+// it is one, and loads the scripts. Its error wraps ErrUnavailable and
+// says what to do: Redis unreachable, a password required or refused, a
+// permission missing, a read-only replica, Redis loading its data, or
+// scripting disabled (naming the command). Check changes nothing: a Client
+// works whatever it says, and decides as soon as Redis answers.
+func (c *Client) Check(ctx context.Context) error {
+	var err error
+	switch rdb := c.rdb.(type) {
+	case *redis.ClusterClient:
+		err = rdb.ForEachMaster(ctx, checkNode)
+	case *redis.Ring:
+		err = rdb.ForEachShard(ctx, checkNode)
+	case *redis.Client:
+		err = checkNode(ctx, rdb)
+	default:
+		err = checkScripts(ctx, c.rdb, "redis")
+	}
+	if err != nil {
+		return fmt.Errorf("core: check: %w", err)
+	}
+	return nil
+}
+
+// checkNode checks one Redis server: that it answers, is a master, and
+// takes the scripts.
+func checkNode(ctx context.Context, rdb *redis.Client) error {
+	addr := "redis at " + rdb.Options().Addr
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return checkError(addr, "PING", err)
+	}
+	role, err := rdb.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return checkError(addr, "ROLE", err)
+	}
+	if len(role) > 0 && role[0] != "master" {
+		return fmt.Errorf("%w: %s is a read-only replica (ROLE %v): give the Client its master, or a Sentinel (failover) or Cluster client", ErrUnavailable, addr, role[0])
+	}
+	return checkScripts(ctx, rdb, addr)
+}
+
+// checkScripts loads every script.
+func checkScripts(ctx context.Context, rdb redis.Scripter, addr string) error {
+	for _, s := range scripts {
+		if err := rdb.ScriptLoad(ctx, s.src).Err(); err != nil {
+			return checkError(addr, "SCRIPT LOAD", err)
+		}
+	}
+	return nil
+}
+
+// checkError says what err, the answer of addr to command, means.
+func checkError(addr, command string, err error) error {
+	msg := err.Error()
+	var reply redis.Error
+	switch {
+	case !errors.As(err, &reply):
+		return fmt.Errorf("%w: %s is unreachable: %w", ErrUnavailable, addr, err)
+	case strings.HasPrefix(msg, "NOAUTH"), strings.Contains(msg, "Protocol error: unauthenticated"):
+		return fmt.Errorf("%w: %s requires a password: set Password (and Username) in the go-redis options: %w", ErrUnavailable, addr, err)
+	case strings.HasPrefix(msg, "WRONGPASS"):
+		return fmt.Errorf("%w: %s refused the username or password: %w", ErrUnavailable, addr, err)
+	case strings.HasPrefix(msg, "NOPERM"):
+		return fmt.Errorf("%w: %s does not let this user run %s: grant it (the Client needs PING, ROLE, SCRIPT, EVALSHA and EVAL): %w", ErrUnavailable, addr, command, err)
+	case strings.HasPrefix(msg, "ERR unknown command"):
+		return fmt.Errorf("%w: %s has %s disabled (renamed or removed): the Client needs scripting (SCRIPT, EVALSHA and EVAL): %w", ErrUnavailable, addr, command, err)
+	case strings.HasPrefix(msg, "LOADING"):
+		return fmt.Errorf("%w: %s is loading its data: %w", ErrUnavailable, addr, err)
+	}
+	return fmt.Errorf("%w: %s answered %s with: %w", ErrUnavailable, addr, command, err)
 }

@@ -26,9 +26,15 @@ var (
 	ErrInvalidDuration = errors.New("core: invalid duration")
 	// ErrInvalidOption: an option given to New or Limiter is not valid.
 	ErrInvalidOption = errors.New("core: invalid option")
-	// ErrOverloaded: too many calls were waiting for a round trip already
-	// (WithMaxQueue): local overload, not a Redis failure, and the call was
-	// not sent. (A call that waits while Redis answers nothing in time fails
-	// with its deadline, as Redis's failure.)
-	ErrOverloaded = errors.New("core: overloaded: too many calls waiting for redis")
+	// ErrOverloaded: the call was not sent: too many calls were waiting for a
+	// round trip already (WithMaxQueue), or its deadline came while it
+	// waited behind this process's other round trips. Local overload, not a
+	// Redis failure.
+	ErrOverloaded = errors.New("core: overloaded: the call waited in this process and was not sent to redis")
+	// ErrUnavailable: Redis cannot decide: a round trip failed (refused,
+	// reset, timed out), or Redis refused the command for a reason of its own
+	// (read-only replica, loading, authentication, scripting disabled). While
+	// it lasts, a Client sends one round trip a second to see whether Redis
+	// answers again, and other calls fail at once with this error.
+	ErrUnavailable = errors.New("core: redis unavailable")
 )

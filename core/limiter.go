@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -172,6 +173,11 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 // TryAcquire takes permits if they are available now and never waits.
 // A denial is not an error: Result.Allowed is false and Result.RetryAfter
 // says when the permits will be available.
+//
+// When Redis cannot decide (an error wrapping ErrUnavailable, a timeout or
+// another Redis error), or the call is not sent (ErrOverloaded, or ctx
+// done before it), Result.Grant is the grant the call asked for, for a
+// caller that grants the permits by other means (see Limiter.Charge).
 func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error) {
 	if err := l.checkPermits(permits); err != nil {
 		return Result{}, err
@@ -180,23 +186,33 @@ func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error)
 }
 
 func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
-	var sent time.Time
+	sent := time.Now()
 	if dc := l.c.denials; dc != nil {
-		sent = time.Now()
 		if r, ok := dc.get(l.name, permits, sent); ok {
 			return r, nil
 		}
 	}
 	cl := &call{l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
+	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli()}}
+	if err := ctx.Err(); err != nil {
+		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
+	}
 	if err := l.c.do(ctx, cl); err != nil {
-		return Result{}, fmt.Errorf("core: acquire: %w", err)
+		return undecided, fmt.Errorf("core: acquire: %w", err)
 	}
 	if cl.err != nil {
-		return Result{}, fmt.Errorf("core: acquire: %w", cl.err)
+		if errors.Is(cl.err, ErrPermitsExceedRate) || errors.Is(cl.err, ErrNotInitialized) || errors.Is(cl.err, ErrInvalidConfig) {
+			return Result{}, fmt.Errorf("core: acquire: %w", cl.err) // Redis's answer
+		}
+		return undecided, fmt.Errorf("core: acquire: %w", cl.err)
 	}
 	r := cl.res
-	if !r.Allowed && l.c.denials != nil {
-		l.c.denials.put(l.name, permits, sent, time.Now(), r)
+	received := time.Now()
+	l.c.offset.Store(r.at - received.UnixMilli())
+	if r.Allowed {
+		r.Grant.at = sent.UnixMilli()
+	} else if l.c.denials != nil {
+		l.c.denials.put(l.name, permits, sent, received, r)
 	}
 	return r, nil
 }
@@ -330,6 +346,71 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 	v, err := l.eval(ctx, scriptRefund, l.scriptRate(), &grant.member)
 	if err != nil {
 		return false, fmt.Errorf("core: refund: %w", err)
+	}
+	return v[1] == 1, nil
+}
+
+// Charge writes into the limiter's log grants made without Redis, such as
+// a local fallback's while Redis could not decide, and returns how many it
+// wrote. Each grant is one that a failed TryAcquire returned in its Result
+// (with the permits it asked for), and is written at the time of that call
+// (by the local clock, turned into Redis's with the offset measured on the
+// Client's decisions), as the grant it stands for: the window it falls in
+// counts it, whatever Redis granted meanwhile, past the rate if need be. A
+// window over its rate is a debt that later acquires pay by waiting: they
+// are denied, with the exact retry time, until the window is back under the
+// rate; Result.Remaining and AvailablePermits report 0 meanwhile.
+//
+// A grant already in the log (the script of its acquire ran after all, or
+// Charge is resent) and a grant whose window has passed change nothing, so
+// Charge may be retried. A Redisson client sharing the limiter sees a debt
+// as a negative number of available permits: it is denied until the debt
+// is paid.
+func (l *Limiter) Charge(ctx context.Context, grants ...Grant) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	args := make([]any, 0, 3*len(grants))
+	offset := l.c.offset.Load()
+	for _, g := range grants {
+		if g.IsZero() {
+			continue
+		}
+		args = append(args, g.member, g.at+offset, "")
+	}
+	if len(args) == 0 {
+		return 0, nil
+	}
+	v, err := l.eval(ctx, scriptCharge, l.scriptRate(), args...)
+	if err != nil {
+		return 0, fmt.Errorf("core: charge: %w", err)
+	}
+	return int(v[1]), nil
+}
+
+// Settle settles grant, which an acquire on this limiter returned, to its
+// real cost of permits, once the work it paid for is done and its size
+// known (the tokens of a completion, the bytes of an export), and reports
+// whether it did. The grant keeps its time and holds permits from then on:
+// fewer than it took gives back the difference (0 gives back all of it, as
+// Refund), more charges the difference, even when that takes the window
+// past its rate: the work is done, so the overage is a debt that later
+// acquires pay by waiting (see Charge). A grant is settled once: settling
+// it again, or after Refund, or after its window passed, changes nothing
+// and reports false, so a Settle resent after a lost reply settles once.
+func (l *Limiter) Settle(ctx context.Context, grant Grant, permits int64) (bool, error) {
+	switch {
+	case l.err != nil:
+		return false, l.err
+	case permits < 0 || permits > MaxPermits:
+		return false, fmt.Errorf("%w: %d not in [0, %d]", ErrInvalidPermits, permits, int64(MaxPermits))
+	case grant.IsZero():
+		return false, nil
+	}
+	defer l.forget()
+	v, err := l.eval(ctx, scriptCharge, l.scriptRate(), settledMember(grant.member, permits), "", &grant.member)
+	if err != nil {
+		return false, fmt.Errorf("core: settle: %w", err)
 	}
 	return v[1] == 1, nil
 }

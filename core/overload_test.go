@@ -14,9 +14,9 @@ import (
 )
 
 // Calls beyond the bound of waiting calls fail at once with ErrOverloaded:
-// local overload, not a Redis failure. Calls that waited while Redis
-// answered nothing in time fail with their deadline: that is Redis's
-// failure.
+// local overload, not a Redis failure. A call that waited behind a round
+// trip that never ended (Redis answers nothing in time) fails with its
+// deadline, as the call in flight does: that is Redis's failure.
 func TestOverloadIsNotARedisFailure(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
 		// One round trip at a time, each 300 ms: the first call takes it,
@@ -25,9 +25,9 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 		c := e.client(t, core.WithCoalescing(1), core.WithMaxQueue(1))
 		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 1000, time.Minute)), core.WithCallTimeout(100*time.Millisecond))
 		var (
-			mu                   sync.Mutex
-			overloaded, deadline int
-			wg                   sync.WaitGroup
+			mu                           sync.Mutex
+			overloaded, waited, deadline int
+			wg                           sync.WaitGroup
 		)
 		for i := range 20 {
 			wg.Add(1)
@@ -38,6 +38,9 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
+				case errors.Is(err, core.ErrOverloaded) && errors.Is(err, context.DeadlineExceeded):
+					assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "waited for its deadline")
+					waited++
 				case errors.Is(err, core.ErrOverloaded):
 					assert.Less(t, time.Since(start), 50*time.Millisecond, "turned away at once")
 					overloaded++
@@ -53,6 +56,7 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 		}
 		wg.Wait()
 		assert.Equal(t, 2, deadline, "the call in flight, and the one that waited while Redis answered nothing")
+		assert.Zero(t, waited)
 		assert.Equal(t, 18, overloaded, "the calls beyond the bound")
 	})
 }

@@ -21,17 +21,24 @@ type Result struct {
 	// Rate is the rate in force: the one given with WithRate, else the one
 	// stored in Redis.
 	Rate Rate
-	// Grant identifies the permits this call took, for Limiter.Refund. It is
-	// zero when the call was denied.
+	// Grant identifies the permits this call took, for Limiter.Refund and
+	// Limiter.Settle. It is zero when Redis denied the call. When the call
+	// failed without a decision from Redis (the error says why), it is the
+	// grant the call asked for: a caller that grants the permits by other
+	// means, such as a local fallback, passes it to Limiter.Charge once
+	// Redis answers again, so that Redis counts those permits, and counts
+	// them once even if the call's script ran after all.
 	Grant Grant
 
 	at int64 // Redis server time of the decision, in Unix milliseconds
 }
 
 // A Grant identifies the permits that one acquire took: its entry in the
-// limiter's log. Limiter.Refund gives exactly those back.
+// limiter's log. Limiter.Refund gives exactly those back, and
+// Limiter.Settle changes them to the request's real cost.
 type Grant struct {
 	member string
+	at     int64 // when the acquire was made, by the local clock, in Unix milliseconds
 }
 
 // IsZero reports whether g identifies no grant.
@@ -48,4 +55,15 @@ func newMember(permits int64) string {
 	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
 	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
 	return string(m[:])
+}
+
+// settledMember returns the member that replaces member m when its grant is
+// settled to permits: the same layout, with the high bit of the id's first
+// byte flipped, so that a settled grant is never settled again, and the new
+// permits. Redisson reads it as any other member.
+func settledMember(m string, permits int64) string {
+	b := []byte(m)
+	b[1] ^= 0x80
+	binary.LittleEndian.PutUint32(b[len(b)-4:], uint32(permits))
+	return string(b)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +59,11 @@ type scriptCall struct {
 
 // send makes one round trip for calls and gives each its reply or error.
 // The script calls go as one pipeline, and a script the server does not
-// have is sent again whole.
-func (c *Client) send(ctx context.Context, calls []*call) {
+// have is sent again whole. It returns the round trip's failure, if it
+// failed as a whole: a network error or timeout, or a refusal of Redis's
+// own (see refusal); a script's error reply is no failure of the round
+// trip.
+func (c *Client) send(ctx context.Context, calls []*call) error {
 	if len(calls) == 1 {
 		sc := scriptCall{groups: [][]*call{calls}}
 		sc.cmd = sc.command(ctx, false)
@@ -68,8 +72,9 @@ func (c *Client) send(ctx context.Context, calls []*call) {
 			sc.cmd = sc.command(ctx, true)
 			_ = c.rdb.Process(ctx, sc.cmd)
 		}
-		sc.finish(c.failed(deadlineError(ctx, sc.cmd.Err())))
-		return
+		err := c.failed(deadlineError(ctx, sc.cmd.Err()))
+		sc.finish(err)
+		return roundTripFailure(err)
 	}
 	scs := c.plan(calls)
 	cmds := make([]redis.Cmder, len(scs))
@@ -91,13 +96,40 @@ func (c *Client) send(ctx context.Context, calls []*call) {
 	var failed error
 	for _, sc := range scs {
 		err := deadlineError(ctx, sc.cmd.Err())
-		if err != nil && failed == nil {
-			failed = err
+		if failed == nil {
+			failed = roundTripFailure(err)
 		}
 		sc.finish(err)
 	}
-	_ = c.failed(failed)
+	return c.failed(failed)
 }
+
+// roundTripFailure returns err if it is a failure of the round trip as a
+// whole, else nil.
+func roundTripFailure(err error) error {
+	var reply redis.Error
+	if err == nil || errors.As(err, &reply) && !refusal(reply.Error()) {
+		return nil
+	}
+	return err
+}
+
+// refusal reports whether a Redis error reply says that Redis cannot decide
+// at all, as opposed to an error of one script call: a read-only replica,
+// a server loading its data or without a master, a busy script, missing
+// or refused authentication or permission, a Cluster down, a refused write,
+// or scripting disabled.
+func refusal(msg string) bool {
+	for _, p := range refusals {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var refusals = []string{"READONLY", "LOADING", "MASTERDOWN", "BUSY", "NOAUTH", "WRONGPASS", "NOPERM",
+	"CLUSTERDOWN", "TRYAGAIN", "MISCONF", "NOREPLICAS", "ERR unknown command", "ERR Protocol error"}
 
 func (c *Client) pipeline(ctx context.Context, cmds []redis.Cmder) {
 	if len(cmds) == 1 {
@@ -214,15 +246,27 @@ func (sc *scriptCall) finish(err error) {
 // batcher runs the round trips of a Client (on a Redis Cluster, of one hash
 // slot). A call that finds fewer than max round trips in flight makes its
 // own at once, so a lone caller pays nothing; calls that find them all busy
-// queue up, and each round trip that ends takes the whole queue with it:
-// one pipeline, in which the acquires on one limiter share a script call.
-// Throughput then grows with concurrency instead of with connections. With
-// max 0 (coalescing off) every call makes its own round trip.
+// queue up, and each round trip that ends takes the queue with it, up to
+// maxBatch calls: one pipeline, in which the acquires on one limiter share
+// a script call. Throughput then grows with concurrency instead of with
+// connections, and no pipeline grows so long that its own size makes it
+// miss its callers' deadlines. With max 0 (coalescing off) every call makes
+// its own round trip.
 //
-// A call with a deadline that go-redis would not honour (it stops its I/O at
-// a context's deadline only with ContextTimeoutEnabled) never makes its
-// round trip itself: a runner goroutine does, and the call waits for it only
-// until its deadline.
+// A call with a deadline never makes its round trip itself: a runner
+// goroutine does, and the call waits for it only until its deadline, while
+// the round trip may take up to roundTripGrace: a reply late for its caller,
+// because this process was busy, still tells that Redis answers.
+//
+// The batcher also tells failures apart. A call whose deadline comes while
+// it is still queued, never sent, while round trips went on ending, fails
+// with ErrOverloaded: this process's overload, not Redis's failure (with no
+// round trip ending meanwhile, Redis is what it waited for). A round trip that was sent and
+// failed (a network error, a timeout of at least its calls' own timeout, or
+// Redis refusing to decide: see refusal) means Redis is failing: from then
+// on, calls fail at once with ErrUnavailable, but for the probes, which are
+// sent: the first call at once (a lone slow answer is no outage), then one
+// a second; the first round trip that succeeds ends it.
 type batcher struct {
 	c        *Client
 	max      int // round trips in flight at once; 0: no bound, no queue
@@ -230,7 +274,24 @@ type batcher struct {
 	mu       sync.Mutex
 	busy     int       // round trips in flight
 	queue    []*waiter // calls waiting for a round trip
+
+	failing  atomic.Bool           // the last round trip failed
+	since    atomic.Int64          // unix nanos when it began to fail
+	probeAt  atomic.Int64          // unix nanos from which one call may probe
+	failErr  atomic.Pointer[error] // what calls fail with meanwhile
+	lastDone atomic.Int64          // unix nanos when a round trip last ended
 }
+
+// maxBatch bounds the calls of one pipeline.
+const maxBatch = 8 * maxShared
+
+// probeEvery is how often a batcher whose Redis is failing sends a call.
+const probeEvery = time.Second
+
+// failAfter is how long a round trip of calls without a timeout of their
+// own (WithCallTimeout) must wait before its timeout counts as Redis's
+// failure; a shorter deadline was the caller's.
+const failAfter = 100 * time.Millisecond
 
 // waiter is one call handed to a runner goroutine.
 type waiter struct {
@@ -238,28 +299,39 @@ type waiter struct {
 	deadline time.Time     // the caller's deadline; zero if none
 	done     chan struct{} // signalled once, when cl has its reply
 	gone     bool          // the caller stopped waiting (its context ended)
+	sent     bool          // a round trip took it
+	probe    bool          // sent while Redis is failing, to see if it answers
+	queued   int64         // unix nanos when it queued
 }
 
 // do runs cl, alone or in a pipeline with other calls, and returns when cl
-// has its reply, or ctx's error when ctx is done first.
+// has its reply, or an error when it got none: ctx's error when ctx is done
+// first (wrapped in ErrOverloaded if cl was never sent), ErrUnavailable
+// while Redis is failing.
 func (b *batcher) do(ctx context.Context, cl *call) error {
+	probe, ok := b.admit()
+	if !ok {
+		return *b.failErr.Load()
+	}
 	dl, hasDeadline := ctx.Deadline()
-	direct := b.c.ctxIO || !hasDeadline
+	direct := !hasDeadline
 	b.mu.Lock()
 	free := b.max == 0 || b.busy < b.max
 	if free && direct {
 		b.busy++
 		b.mu.Unlock()
-		b.c.send(ctx, []*call{cl})
+		start := time.Now()
+		b.report(b.c.send(ctx, []*call{cl}), start, []*call{cl})
 		b.next()
 		return nil
 	}
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it, and users' tests may run this in bubbles.
-	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1)}
+	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1), probe: probe, queued: time.Now().UnixNano()}
 	switch {
 	case free:
 		b.busy++
+		w.sent = true
 		b.mu.Unlock()
 		go b.run([]*waiter{w})
 	case len(b.queue) >= b.maxQueue:
@@ -279,13 +351,74 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 		default:
 		}
 		// A queued call is dropped from its round trip; one already sent
-		// completes unseen. (Each round trip that ends takes the whole
-		// queue: a call waits behind no more than the round trips in
-		// flight, so one whose deadline came first waited for Redis.)
+		// completes unseen.
 		b.mu.Lock()
 		w.gone = true
+		sent := w.sent
 		b.mu.Unlock()
+		if !sent && b.lastDone.Load() > w.queued {
+			// Round trips ended while it waited: this process was busy,
+			// not Redis slow.
+			return fmt.Errorf("%w: its deadline came while it waited behind this process's round trips: %w", ErrOverloaded, ctx.Err())
+		}
 		return ctx.Err()
+	}
+}
+
+// admit reports whether a call may go to Redis: always, unless Redis is
+// failing; then one call a second, the probe (probe true).
+func (b *batcher) admit() (probe, ok bool) {
+	if !b.failing.Load() {
+		return false, true
+	}
+	now := time.Now().UnixNano()
+	next := b.probeAt.Load()
+	if now < next || !b.probeAt.CompareAndSwap(next, now+int64(probeEvery)) {
+		return false, false
+	}
+	return true, true
+}
+
+// report notes the outcome of a round trip of calls sent at start: success
+// ends Redis's failing; a failure of Redis starts it, or, from a probe,
+// makes the next wait a second.
+func (b *batcher) report(err error, start time.Time, calls []*call) {
+	now := time.Now()
+	b.lastDone.Store(now.UnixNano())
+	switch {
+	case err == nil:
+		if b.failing.Load() {
+			b.failing.Store(false)
+		}
+		return
+	case errors.Is(err, context.Canceled):
+		return // the caller went away
+	case errors.Is(err, context.DeadlineExceeded):
+		// A timeout is Redis's only when the round trip waited at least as
+		// long as one of its calls may: a shorter deadline was a caller's.
+		least := time.Duration(0)
+		for _, cl := range calls {
+			t := cl.l.timeout
+			if t <= 0 {
+				t = failAfter
+			}
+			if least == 0 || t < least {
+				least = t
+			}
+		}
+		if now.Sub(start) < least {
+			return
+		}
+	}
+	e := fmt.Errorf("%w: %w", ErrUnavailable, err)
+	b.failErr.Store(&e)
+	switch {
+	case !b.failing.Load():
+		b.since.Store(now.UnixNano())
+		b.probeAt.Store(now.UnixNano()) // the next call probes at once
+		b.failing.Store(true)
+	case start.UnixNano() >= b.since.Load():
+		b.probeAt.Store(now.Add(probeEvery).UnixNano()) // a probe failed
 	}
 }
 
@@ -302,32 +435,46 @@ func (b *batcher) next() {
 	go b.run(batch)
 }
 
-// take removes and returns the queued calls that still wait. It requires
-// that b.mu is held.
+// take removes and returns the queued calls that still wait, up to
+// maxBatch, and marks them sent. It requires that b.mu is held.
 func (b *batcher) take() []*waiter {
-	batch := b.queue
-	b.queue = nil
+	var batch []*waiter
 	n := 0
-	for _, w := range batch {
-		if !w.gone {
-			batch[n] = w
-			n++
+	for n < len(b.queue) && len(batch) < maxBatch {
+		if w := b.queue[n]; !w.gone {
+			w.sent = true
+			batch = append(batch, w)
 		}
+		n++
 	}
-	return batch[:n]
+	rest := b.queue[n:]
+	if len(rest) == 0 {
+		rest = nil
+	}
+	b.queue = rest
+	return batch
 }
 
 // run sends batch as one round trip, wakes its callers, and goes on with
-// whatever queued meanwhile.
+// whatever queued meanwhile. While Redis is failing, the calls of a batch
+// fail at once, but for probes.
 func (b *batcher) run(batch []*waiter) {
 	for len(batch) > 0 {
-		ctx, cancel := batchContext(batch)
-		calls := make([]*call, len(batch))
-		for i, w := range batch {
-			calls[i] = w.cl
+		calls := make([]*call, 0, len(batch))
+		failing := b.failing.Load()
+		for _, w := range batch {
+			if failing && !w.probe {
+				w.cl.err = *b.failErr.Load()
+				continue
+			}
+			calls = append(calls, w.cl)
 		}
-		b.c.send(ctx, calls)
-		cancel()
+		if len(calls) > 0 {
+			ctx, cancel := batchContext(batch)
+			start := time.Now()
+			b.report(b.c.send(ctx, calls), start, calls)
+			cancel()
+		}
 		b.mu.Lock()
 		for _, w := range batch {
 			if !w.gone {
@@ -346,10 +493,13 @@ func (b *batcher) run(batch []*waiter) {
 	}
 }
 
-// batchContext bounds a pipeline by the latest deadline of its calls, or
-// not at all if one has none; each caller still waits only until its own.
+// batchContext bounds a pipeline by the latest deadline of its calls, but
+// no sooner than roundTripGrace from now, or not at all if one has none.
+// Each caller still waits only until its own deadline; the round trip goes
+// on, so that an answer that comes late because this process was busy
+// tells that Redis is well, and one that never comes, that it is not.
 func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
-	var latest time.Time
+	latest := time.Now().Add(roundTripGrace)
 	for _, w := range batch {
 		if w.deadline.IsZero() {
 			return context.Background(), func() {}
@@ -361,11 +511,16 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), latest)
 }
 
-// On a Redis Cluster with coalescing, a Client keeps one batcher per hash
-// slot, created on first use: a pipeline then never spans two slots, hence
-// two masters, so decisions on the keys of a master that is down or slow
-// never wait behind (or share the deadline of) round trips to it. The
-// limiter's keys all share one slot, that of its name's hash tag.
+// roundTripGrace is how long a round trip may wait for its answer, past its
+// callers' deadlines, before Redis counts as failing.
+const roundTripGrace = time.Second
+
+// On a Redis Cluster, a Client keeps one batcher per hash slot, created on
+// first use: a pipeline then never spans two slots, hence two masters, so
+// decisions on the keys of a master that is down or slow never wait behind
+// (or share the deadline of) round trips to it, and the failure of a master
+// fails only its own slots' calls at once (see batcher). The limiter's keys
+// all share one slot, that of its name's hash tag.
 type slotBatchers struct {
 	max int
 	b   [slot.Count]atomic.Pointer[batcher]
@@ -394,23 +549,7 @@ func (c *Client) clusterSetup() {
 		return
 	}
 	c.reload = rc.ReloadState
-	if c.batch.max > 0 {
-		c.slots = &slotBatchers{max: c.batch.max}
-	}
-}
-
-// honoursContext reports whether go-redis stops rdb's I/O at a context's
-// deadline (its ContextTimeoutEnabled option).
-func honoursContext(rdb redis.UniversalClient) bool {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
+	c.slots = &slotBatchers{max: c.batch.max}
 }
 
 // deadlineError returns err, made to wrap context.DeadlineExceeded too when
@@ -437,7 +576,8 @@ func deadlineError(ctx context.Context, err error) error {
 // without this, the keys of a failed-over master would keep failing for up
 // to that long after their replica took over. It returns err.
 func (c *Client) failed(err error) error {
-	if c.reload != nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrOverloaded) {
+	if c.reload != nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrOverloaded) &&
+		!errors.Is(err, ErrUnavailable) { // failed at once, without a round trip
 		var reply redis.Error
 		if !errors.As(err, &reply) {
 			c.reload(context.Background())

@@ -42,6 +42,8 @@ var (
 	luaDelete string
 	//go:embed lua/refund.lua
 	luaRefund string
+	//go:embed lua/charge.lua
+	luaCharge string
 
 	scriptAcquire    = newScript("acquire", luaLib+luaAcquire)
 	scriptAvailable  = newScript("available", luaLib+luaAvailable)
@@ -50,9 +52,14 @@ var (
 	scriptSetRate    = newScript("set rate", luaLib+luaSetRate)
 	scriptConfig     = newScript("config", luaLib+luaConfig)
 	scriptRefund     = newScript("refund", luaLib+luaRefund)
+	scriptCharge     = newScript("charge", luaLib+luaCharge)
 	scriptExpire     = newScript("expire", luaExpire)
 	scriptDelete     = newScript("delete", luaDelete)
 )
+
+// scripts are all of them, for Client.Check.
+var scripts = []*script{scriptAcquire, scriptAvailable, scriptRelease, scriptTrySetRate, scriptSetRate,
+	scriptConfig, scriptRefund, scriptCharge, scriptExpire, scriptDelete}
 
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a
 // script it does not have.

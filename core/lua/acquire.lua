@@ -140,14 +140,14 @@ while a <= #ARGV do
       local grant = v >= n
       if n > rate then
         k = k + 1
-        out[k] = -1 - v
+        out[k] = -1 - math.max(v, 0)
         k = k + 1
         out[k] = -1
         k = k + 1
         out[k] = 0
       elseif known and known[(i - a - 3) / 2] or not grant and m == 1 and redis.call('ZSCORE', pkey, member) then
         k = k + 1
-        out[k] = v -- granted by an earlier send: take nothing
+        out[k] = math.max(v, 0) -- granted by an earlier send (or charged): take nothing
       else
         local at, freed
         if not grant then
@@ -194,7 +194,7 @@ while a <= #ARGV do
             end
           end
           k = k + 1
-          out[k] = -1 - v
+          out[k] = -1 - math.max(v, 0)
           k = k + 1
           out[k] = retry
           k = k + 1

@@ -50,8 +50,11 @@ end
 
 -- load_state returns the permits available now: the counter vkey, with the
 -- permits of the log pkey's grants that left the window (score <= cutoff)
--- given back and those grants dropped. A counter that is missing, garbled or
--- above the rate, or any counter when rebuild is set, is rebuilt from the log
+-- given back and those grants dropped. The counter is below zero while the
+-- log holds more than the rate (a debt: grants written past the rate, see
+-- charge.lua, or a rate lowered below the permits out), and later acquires
+-- wait until it is paid. A counter that is missing, garbled or above the
+-- rate, or any counter when rebuild is set, is rebuilt from the log
 -- (Redisson resets a lost counter to the full rate and over-issues); with no
 -- log, no permit is out, whatever the counter says. It also returns whether
 -- the counter must be written whole, the log's TTL (-2: no log, -1: none)
@@ -67,8 +70,8 @@ local function load_state(vkey, pkey, rate, cutoff, rebuild)
   local ttl = redis.call('PTTL', pkey)
   if ttl == -2 then
     return rate, v == nil or v + released ~= rate, ttl, released
-  elseif rebuild or not v or v < 0 or v % 1 ~= 0 or v + released > rate then
-    return math.max(0, rate - sum_permits(redis.call('ZRANGE', pkey, 0, -1))), true, ttl, released
+  elseif rebuild or not v or v % 1 ~= 0 or v + released > rate then
+    return rate - sum_permits(redis.call('ZRANGE', pkey, 0, -1)), true, ttl, released
   end
   return v + released, false, ttl, released
 end
@@ -165,8 +168,8 @@ local function lib()
   end
 
   -- change_config replaces old (a config, or nil: none or an invalid one)
-  -- with new. With keep and the same type the history stays: value =
-  -- max(0, rate - used in the new window). Otherwise this client's state of
+  -- with new. With keep and the same type the history stays: value = rate -
+  -- used in the new window, below zero when more is used than the new rate. Otherwise this client's state of
   -- both types is cleared.
   local function change_config(o, old, new, keep, now)
     write_config(o, new)
