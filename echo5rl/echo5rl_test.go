@@ -60,13 +60,16 @@ func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 // TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
-	conformance.RunBurst(t, func(p *policy.Policy, onError func(string)) http.Handler {
+	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {
 		e := echo.New()
-		limit := echo5rl.New(p, echo5rl.WithErrorHandler(func(c *echo.Context, _ error) error {
-			onError(c.Request().RemoteAddr)
-			return nil
-		}))
-		e.POST("/login", func(c *echo.Context) error { return c.String(http.StatusOK, "logged in") }, limit)
+		var limits []echo.MiddlewareFunc
+		for _, p := range ps {
+			limits = append(limits, echo5rl.New(p, echo5rl.WithErrorHandler(func(c *echo.Context, _ error) error {
+				onError(c.Request().RemoteAddr)
+				return nil
+			})))
+		}
+		e.POST("/login", func(c *echo.Context) error { return c.String(http.StatusOK, "logged in") }, limits...)
 		return e
 	})
 }

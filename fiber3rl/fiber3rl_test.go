@@ -83,13 +83,17 @@ func TestHostileInputDefaultReadBuffer(t *testing.T) {
 // process behind Fiber's net/http adaptor, which gives it each request's
 // RemoteAddr as the peer.
 func TestBurst(t *testing.T) {
-	conformance.RunBurst(t, func(p *policy.Policy, onError func(string)) http.Handler {
+	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {
 		app := fiber.New()
-		limit := fiber3rl.New(p, fiber3rl.WithErrorHandler(func(c fiber.Ctx, _ error) error {
-			onError(c.RequestCtx().RemoteAddr().String())
-			return nil
-		}))
-		app.Post("/login", limit, func(c fiber.Ctx) error { return c.SendString("logged in") })
+		var handlers []any
+		for _, p := range ps {
+			handlers = append(handlers, fiber3rl.New(p, fiber3rl.WithErrorHandler(func(c fiber.Ctx, _ error) error {
+				onError(c.RequestCtx().RemoteAddr().String())
+				return nil
+			})))
+		}
+		handlers = append(handlers, func(c fiber.Ctx) error { return c.SendString("logged in") })
+		app.Post("/login", handlers[0], handlers[1:]...)
 		return adaptor.FiberApp(app)
 	})
 }

@@ -131,11 +131,14 @@ func TestResultFrom(t *testing.T) {
 // TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
-	conformance.RunBurst(t, func(p *policy.Policy, onError func(string)) http.Handler {
+	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {
 		gin.SetMode(gin.TestMode)
 		engine := gin.New()
-		limit := ginrl.New(p, ginrl.WithErrorHandler(func(c *gin.Context, _ error) { onError(c.Request.RemoteAddr) }))
-		engine.POST("/login", limit, func(c *gin.Context) { c.String(http.StatusOK, "logged in") })
+		var chain []gin.HandlerFunc
+		for _, p := range ps {
+			chain = append(chain, ginrl.New(p, ginrl.WithErrorHandler(func(c *gin.Context, _ error) { onError(c.Request.RemoteAddr) })))
+		}
+		engine.POST("/login", append(chain, func(c *gin.Context) { c.String(http.StatusOK, "logged in") })...)
 		return engine
 	})
 }

@@ -43,8 +43,9 @@ type Request interface {
 // limited as, such as a user id or a client address. Any string will do:
 // package policy escapes or hashes the key before it goes into a limiter
 // name (see Escape), so that no value can forge another key. An empty key,
-// or an error wrapping ErrNoKey, means that the request has no key, and the
-// policy's missing-key choice applies; any other error fails the decision.
+// or an error, means that the request has no key, and the policy's
+// missing-key rule applies; an error other than ErrNoKey is also reported
+// (to the error handler, or the log, and the observer).
 //
 // KeyFuncs returned by this package are safe for concurrent use, and so
 // must be those written by hand.
@@ -140,8 +141,9 @@ func User(key any) KeyFunc {
 // never used, since it would give attackers unlimited distinct keys. A
 // request that matched no route (a 404) has no key: the error wraps
 // ErrNoKey. Where the framework cannot know the route (see
-// Request.Route), the error wraps ErrRouteUnknown: the decision fails, and
-// the error handler is told where the middleware belongs.
+// Request.Route), the error wraps ErrRouteUnknown: the policy's
+// missing-key rule applies, and the error, which says where the middleware
+// belongs, is reported.
 func Route() KeyFunc {
 	return func(r Request) (string, error) {
 		route, err := r.Route()

@@ -118,10 +118,13 @@ func TestNewClientChurnLeavesNothing(t *testing.T) {
 // TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
-	conformance.RunBurst(t, func(p *policy.Policy, onError func(string)) http.Handler {
-		ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "logged in") })
+	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {
+		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "logged in") })
 		report := nethttprl.WithErrorHandler(func(_ http.ResponseWriter, r *http.Request, _ error) { onError(r.RemoteAddr) })
-		return nethttprl.New(p, report)(ok)
+		for i := len(ps) - 1; i >= 0; i-- {
+			h = nethttprl.New(ps[i], report)(h)
+		}
+		return h
 	})
 }
 

@@ -26,10 +26,12 @@ func TestTwoLimitsOneTimeout(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
-	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
-	require.NoError(t, err)
 	const timeout = 300 * time.Millisecond
 	for i, fail := range []policy.Option{policy.WithFailOpen(), policy.WithFailLocal(1)} {
+		// A Client of its own each time: one that saw Redis fail fails
+		// its next calls at once.
+		c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+		require.NoError(t, err)
 		n := strconv.Itoa(i)
 		first := nethttprl.New(policy.MustNew(c, "first"+n, core.PerMinute(10), policy.WithTimeout(timeout), fail))
 		second := nethttprl.New(policy.MustNew(c, "second"+n, core.PerHour(100), policy.WithTimeout(timeout), fail))

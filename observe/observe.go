@@ -19,16 +19,18 @@ type Outcome uint8
 const (
 	// Allowed: within the limit, served.
 	Allowed Outcome = iota
-	// Denied: over the limit, rejected with 429.
+	// Denied: over the limit, rejected with 429; or a cost above the rate,
+	// which could never be granted, rejected with 413.
 	Denied
 	// WaitedAllowed: over the limit at first; waited for a permit, then
 	// served.
 	WaitedAllowed
-	// ErrorServed: no decision (Redis down or slow under fail open, a key
-	// function failed, or no key under WithMissingKeyServe): served.
+	// ErrorServed: no decision, served: Redis failed under fail open, or
+	// the request has no key under WithMissingKeyServe.
 	ErrorServed
-	// ErrorRejected: no decision: rejected (503 under fail closed, 403 for
-	// a request with no key under WithMissingKeyDeny).
+	// ErrorRejected: no decision, rejected: 503 when Redis failed under
+	// fail closed, 403 for a request with no key under WithMissingKeyDeny,
+	// 400 for a cost that cannot be read.
 	ErrorRejected
 	// DryRunDenied: over the limit, but served: the policy runs dry.
 	DryRunDenied
@@ -84,9 +86,15 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Latency is the time the decision took, waits included.
 	Latency time.Duration
-	// Err is why Redis could not decide (ErrorServed, ErrorRejected, Shed,
-	// and the fallback's outcomes), or nil.
+	// Err is what went wrong, or nil: why Redis could not decide (see
+	// RedisFailed), or a key, rate or cost function of the request that
+	// failed (the policy decided all the same, by its rules), or both.
 	Err error
+	// RedisFailed reports whether Redis was to decide and could not: it
+	// failed, answered too late, or the call waited in this process too
+	// long (the fallback's outcomes, Shed, and ErrorServed or
+	// ErrorRejected of fail open or closed).
+	RedisFailed bool
 }
 
 // LatencyBuckets are the upper bounds, in seconds, of the decision latency

@@ -27,9 +27,11 @@ type Exchange interface {
 // one goroutine at a time, the request's.
 type limits struct {
 	context.Context
-	// redisFailed: a round trip of one of the request's limits failed; the
-	// later ones decide without waiting for Redis again.
-	redisFailed bool
+	// redisFailed: Redis failed a round trip of one of the request's
+	// limits; the later ones decide without waiting for it again. lost: a
+	// round trip got no answer in time; the later ones that do not wait
+	// decide without Redis too, so the request answers within one timeout.
+	redisFailed, lost bool
 	// refused: one of them refused the request; the earlier ones give
 	// their grants back.
 	refused bool

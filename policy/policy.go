@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,9 +34,10 @@ type Policy struct {
 	rates    rates     // the rates rateFunc chose
 	timeout  time.Duration
 	failure  failure
-	shares   int64 // instances sharing the rate, for the local fallback
-	fallback *fallback
-	waits    *waits // nil unless wait mode
+	shares   int64     // instances sharing the rate, for the local fallback
+	fallback *fallback // nil unless WithFailLocal
+	ledger   ledger    // what Redis has yet to learn
+	waits    *waits    // nil unless wait mode
 	refund   func(status int) bool
 	dryRun   bool
 	observer observe.Observer
@@ -157,6 +159,8 @@ type Decision struct {
 
 	p        *Policy
 	limits   *limits
+	name     string        // the limiter's name, without the key prefix
+	local    bool          // decided by the local fallback
 	limiter  *core.Limiter // the limiter decided on
 	prep     *prepared     // the rate and headers used
 	cost     int64
@@ -193,11 +197,22 @@ func (p *Policy) Decide(x Exchange) Decision {
 	return d
 }
 
-// Errors of requests Redis was not asked about.
-var (
-	errSkipped  = errors.New("redis not asked: an earlier limit's round trip of this request failed")
-	errFallback = errors.New("redis not asked: the local fallback decides while redis cannot")
-)
+// errSkipped is why Redis was not asked: an earlier limit's round trip on
+// the same request failed.
+var errSkipped = errors.New("redis not asked: an earlier limit's round trip of this request failed")
+
+// doneContext makes a call that sends nothing: for a request whose earlier
+// limit found Redis failing, the core returns at once, with the grant the
+// local fallback may record.
+var doneContext = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// overloadRetry is how long a waiting request sleeps before it asks again
+// when its call was not sent (core.ErrOverloaded).
+const overloadRetry = 10 * time.Millisecond
 
 func (p *Policy) decide(x Exchange, lim *limits) Decision {
 	d := Decision{Policy: p.name, p: p, limits: lim}
@@ -210,27 +225,54 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		return d
 	}
 	l := p.client.Limiter(name, d.prep.limOpts...)
-	d.limiter = l
-	if lim.redisFailed {
-		return p.withoutRedis(d, name, errSkipped, true)
-	}
-	if p.fallback != nil && p.fallback.deciding() {
-		return p.withoutRedis(d, name, errFallback, true)
-	}
+	d.limiter, d.name = l, name
 	ctx := x.Context()
-	r, err := l.TryAcquire(ctx, d.cost)
-	if err != nil {
-		return p.withoutRedis(d, name, err, false)
-	}
-	if p.fallback != nil {
-		p.fallback.redisBack(p)
-	}
 	waited := false
+	// A denial Redis made before stands, from memory (the core's denial
+	// cache): no round trip, and no news of Redis.
+	r, cached := l.CachedDenial(d.cost)
+	if !cached {
+		var failure error
+		if lim.redisFailed || lim.lost && p.waits == nil {
+			ctx, failure = doneContext, errSkipped
+		} else if o := p.ledger.take(name); o != nil {
+			// Redis first learns what this limiter owes: the local
+			// fallback's grants count before Redis decides again.
+			if err := p.pay(ctx, name, o); err != nil {
+				ctx, failure = doneContext, err
+			}
+		}
+		sent := time.Now()
+		var err error
+		r, err = l.TryAcquire(ctx, d.cost)
+		for p.waits != nil && busy(err) && time.Since(sent)+overloadRetry < p.waits.maxWait {
+			// This process is busy (the call was not sent, or its answer
+			// came too late for it): a waiting request keeps waiting,
+			// within its bound, and a late grant of its call is given
+			// back.
+			if lost(err) {
+				p.addRefund(name, d.prep, r.Grant)
+			}
+			if sleep(ctx, overloadRetry) != nil {
+				break
+			}
+			waited = true
+			r, err = l.TryAcquire(ctx, d.cost)
+		}
+		if err != nil {
+			return p.withoutRedis(d, name, r.Grant, cmp.Or(failure, err))
+		}
+		if p.fallback != nil {
+			p.fallback.answered(p, sent.UnixNano())
+		}
+	}
 	if !r.Allowed && p.waits != nil {
 		var werr error
-		r, waited, werr = p.waits.wait(ctx, l, name, d.cost, r)
+		var w bool
+		r, w, werr = p.waits.wait(ctx, p, l, name, d.prep, d.cost, r)
+		waited = waited || w
 		if werr != nil {
-			return p.withoutRedis(d, name, werr, false)
+			return p.withoutRedis(d, name, r.Grant, werr)
 		}
 	}
 	d.Result = r
@@ -245,6 +287,31 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		d.refuse(observe.Denied, http.StatusTooManyRequests, d.prep.headers.deny)
 	}
 	return d
+}
+
+// busy reports whether err says that this process was too busy for a
+// call: it was not sent (core.ErrOverloaded), or its answer came too late
+// for it (lost).
+func busy(err error) bool { return errors.Is(err, core.ErrOverloaded) || lost(err) }
+
+// lost reports whether err says that a call was sent and got no answer in
+// time, though Redis did not fail (core.ErrUnavailable): its script may
+// yet run, late.
+func lost(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrOverloaded) &&
+		!errors.Is(err, core.ErrUnavailable)
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // refuse makes d a refusal with status and body.
@@ -329,51 +396,72 @@ func (p *Policy) costOf(x Exchange, d *Decision) bool {
 	return true
 }
 
-// withoutRedis decides d when Redis could not (err), or was not asked
-// (skipped): by the failure policy. Local overload (core.ErrOverloaded) is
-// no Redis failure: the local fallback decides it, or, under fail open or
-// closed, the request is shed with a 429 rather than served unlimited.
-func (p *Policy) withoutRedis(d Decision, name string, err error, skipped bool) Decision {
-	overload := errors.Is(err, core.ErrOverloaded)
-	if !skipped && !overload {
-		d.limits.redisFailed = true
+// withoutRedis decides d when Redis could not (err): by the failure
+// policy. g is the grant the call asked for, which a local grant records.
+// Local overload (core.ErrOverloaded: the call was not sent) is no Redis
+// failure: the local fallback decides it without starting, or, under fail
+// open or closed, the request is shed with a 429 rather than served
+// unlimited.
+func (p *Policy) withoutRedis(d Decision, name string, g core.Grant, err error) Decision {
+	overload, lost := errors.Is(err, core.ErrOverloaded), lost(err)
+	switch {
+	case lost:
+		d.limits.lost = true
+	case !overload:
+		d.limits.redisFailed = true // the request's later limits decide without Redis
 	}
 	d.redisErr = fmt.Errorf("policy %s: %w", p.name, err)
 	switch {
 	case p.failure == failLocal:
-		if !overload && !skipped {
-			p.fallback.start(p, err)
+		if !overload {
+			p.fallback.failed(p, err)
 		}
-		return p.local(d, name)
+		return p.local(d, name, g, lost)
 	case overload:
 		d.Result = core.Result{Rate: d.prep.rate, RetryAfter: ceilTimeout(p.timeout)}
 		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
 	case p.failure == failClosed:
 		d.Err = errors.Join(d.Err, d.redisErr)
 		d.refuse(observe.ErrorRejected, http.StatusServiceUnavailable, d.prep.headers.unavailable)
+		if lost {
+			p.addRefund(name, d.prep, g)
+		}
 	default:
 		d.Err = errors.Join(d.Err, d.redisErr)
 		d.Outcome = observe.ErrorServed
+		if lost {
+			// Served: a late grant counts it. Should a later limit refuse
+			// the request, Done gives that grant back.
+			d.Result.Grant = g
+		}
 	}
 	return d
 }
 
-// local decides d in memory: a denial Redis made before stands (the core's
-// denial cache), else the policy's share of the rate on this process.
-func (p *Policy) local(d Decision, name string) Decision {
-	r, ok := d.limiter.CachedDenial(d.cost)
-	if !ok {
-		r = p.fallback.take(name, d.prep.share, d.cost)
-	}
-	d.Result = r
+// local decides d in memory, at the policy's share of the rate on this
+// process: a grant, made under g, goes into the ledger, for Redis to count;
+// a refusal of a call whose script may yet run (sent, with no answer in
+// time: lost) leaves a refund of g there, so that a late grant does not
+// count.
+func (p *Policy) local(d Decision, name string, g core.Grant, lost bool) Decision {
+	r := p.fallback.take(name, d.prep.share, d.cost)
+	d.local = true
 	switch {
 	case r.Allowed:
 		d.Outcome = observe.FallbackAllowed
+		if !g.IsZero() {
+			r.Grant = g
+			p.addGrant(name, d.prep, g)
+		}
 	case p.dryRun:
 		d.Outcome = observe.DryRunDenied
 	default:
 		d.refuse(observe.FallbackDenied, http.StatusTooManyRequests, d.prep.headers.deny)
 	}
+	if !r.Allowed && lost && !g.IsZero() {
+		p.addRefund(name, d.prep, g)
+	}
+	d.Result = r
 	return d
 }
 
@@ -387,7 +475,8 @@ func ceilTimeout(d time.Duration) time.Duration {
 // request that d served, with the response status. It gives back d's grant
 // when a later policy of the request refused it, or when the policy's
 // refund rule (WithRefund) matches the status: exactly that grant, before
-// the adapter returns. A refund that fails is logged.
+// the adapter returns. A refund that fails is sent again when Redis
+// answers, within the grant's window.
 func (d Decision) Done(status int) {
 	p := d.p
 	if p == nil || d.Result.Grant.IsZero() {
@@ -396,11 +485,20 @@ func (d Decision) Done(status int) {
 	if !d.limits.refused && (p.refund == nil || !p.refund(status)) {
 		return
 	}
+	if d.local {
+		// The grant is in the ledger, not yet in Redis: its refund goes
+		// after it.
+		p.addRefund(d.name, d.prep, d.Result.Grant)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.limits), p.timeout)
 	defer cancel()
 	if _, err := d.limiter.Refund(ctx, d.Result.Grant); err != nil {
-		if ok, n := p.refundLog.allow(); ok {
-			slog.WarnContext(ctx, "rate limiter: refund failed; the permits stay taken", "policy", p.name,
+		// Not sent, or no answer: it goes again when Redis can take it
+		// (a refund is made once, however often it is sent).
+		p.addRefund(d.name, d.prep, d.Result.Grant)
+		if ok, n := p.refundLog.allow(); ok && !errors.Is(err, core.ErrOverloaded) {
+			slog.WarnContext(ctx, "rate limiter: refund failed; it is sent again when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
 	}
@@ -408,14 +506,11 @@ func (d Decision) Done(status int) {
 
 // observe reports d to the observer.
 func (p *Policy) observe(d *Decision, latency time.Duration) {
-	o := observe.Decision{
+	p.observer.Decision(observe.Decision{
 		Policy: p.name, Outcome: d.Outcome, Permits: d.cost, Latency: latency,
-		Remaining: max(d.Result.Remaining, 0), RetryAfter: d.Result.RetryAfter, Err: d.Err,
-	}
-	if o.Err == nil {
-		o.Err = d.redisErr
-	}
-	p.observer.Decision(o)
+		Remaining: max(d.Result.Remaining, 0), RetryAfter: d.Result.RetryAfter,
+		Err: cmp.Or(d.Err, d.redisErr), RedisFailed: d.redisErr != nil,
+	})
 }
 
 // throttle lets one log line through per second.

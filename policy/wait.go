@@ -30,8 +30,8 @@ func newWaits(maxWait time.Duration, maxWaiters, perKey int) *waits {
 // wait waits for permits on l, whose denial was r, and returns the new
 // result, and whether the request waited. It returns r at once when the
 // request cannot get the permits in time, and an error when a round trip
-// fails.
-func (w *waits) wait(ctx context.Context, l *core.Limiter, key string, cost int64, r core.Result) (core.Result, bool, error) {
+// fails, with the result of the failed call.
+func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string, prep *prepared, cost int64, r core.Result) (core.Result, bool, error) {
 	turn, ahead, ok := w.join(key)
 	if !ok {
 		return r, false, nil
@@ -59,14 +59,25 @@ func (w *waits) wait(ctx context.Context, l *core.Limiter, key string, cost int6
 	case <-ctx.Done(): // the client went away: keep the denial
 		return r, false, nil
 	}
-	got, err := l.TryAcquireWithin(ctx, cost, w.maxWait-time.Since(start))
-	switch {
-	case ctx.Err() != nil:
-		return r, false, nil
-	case err != nil:
-		return r, false, err
+	for {
+		got, err := l.TryAcquireWithin(ctx, cost, w.maxWait-time.Since(start))
+		switch {
+		case ctx.Err() != nil:
+			return r, false, nil
+		case busy(err) && time.Since(start)+overloadRetry < w.maxWait:
+			// This process is busy: keep waiting, within the bound.
+			if lost(err) {
+				p.addRefund(key, prep, got.Grant)
+			}
+			if sleep(ctx, overloadRetry) != nil {
+				return r, false, nil
+			}
+			continue
+		case err != nil:
+			return got, false, err // got.Grant: what a local grant records
+		}
+		return got, got.Allowed, nil
 	}
-	return got, got.Allowed, nil
 }
 
 // perPermit is the part of the interval that cost permits take at rate r.

@@ -3,7 +3,7 @@
 // redlimit module does not depend on OpenTelemetry.
 //
 //	obs, err := otel.New(otelglobal.Meter("redlimit"))
-//	r.Use(ginrl.New(client, core.PerMinute(100), ginrl.WithObserver(obs)))
+//	r.Use(ginrl.New(policy.MustNew(client, "api", core.PerMinute(100), policy.WithObserver(obs))))
 //
 // The instruments are those of the Prometheus package, with the same
 // names, attributes (policy, and outcome on decisions: never a client key
@@ -91,7 +91,7 @@ func (o *Observer) Decision(d observe.Decision) {
 		o.decisions.Add(ctx, 1, p.outcomes[d.Outcome]...)
 	}
 	o.duration.Record(ctx, d.Latency.Seconds(), p.record...)
-	if d.Err != nil {
+	if d.RedisFailed {
 		o.errors.Add(ctx, 1, p.add...)
 	}
 }

@@ -25,7 +25,7 @@ func TestMetrics(t *testing.T) {
 		o.Decision(observe.Decision{Policy: "login", Outcome: observe.Allowed, Latency: 200 * time.Microsecond})
 	}
 	o.Decision(observe.Decision{Policy: "login", Outcome: observe.Denied, Latency: 300 * time.Microsecond})
-	o.Decision(observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down")})
+	o.Decision(observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down"), RedisFailed: true})
 	o.Fallback("api", true)
 
 	var rm metricdata.ResourceMetrics
@@ -98,7 +98,7 @@ func TestDecisionDoesNotAllocate(t *testing.T) {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	o, err := otel.New(provider.Meter("redlimit"))
 	require.NoError(t, err)
-	d := observe.Decision{Policy: "p", Outcome: observe.Denied, Permits: 1, Latency: time.Millisecond, Err: errors.New("x")}
+	d := observe.Decision{Policy: "p", Outcome: observe.Denied, Permits: 1, Latency: time.Millisecond, Err: errors.New("x"), RedisFailed: true}
 	o.Decision(d)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { o.Decision(d) }))
 }

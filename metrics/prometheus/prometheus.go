@@ -3,7 +3,7 @@
 // the Prometheus client.
 //
 //	obs, err := prometheus.New(prom.DefaultRegisterer)
-//	r.Use(ginrl.New(client, core.PerMinute(100), ginrl.WithObserver(obs)))
+//	r.Use(ginrl.New(policy.MustNew(client, "api", core.PerMinute(100), policy.WithObserver(obs))))
 //
 // Metrics, labelled by policy name only (never a client key or address):
 //
@@ -123,7 +123,7 @@ func (o *Observer) Decision(d observe.Decision) {
 		m.outcomes[d.Outcome].Inc()
 	}
 	m.duration.Observe(d.Latency.Seconds())
-	if d.Err != nil {
+	if d.RedisFailed {
 		m.errors.Inc()
 	}
 }

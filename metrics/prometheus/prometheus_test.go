@@ -23,7 +23,7 @@ func TestMetrics(t *testing.T) {
 		o.Decision(observe.Decision{Policy: "login", Outcome: observe.Allowed, Permits: 1, Latency: 200 * time.Microsecond})
 	}
 	o.Decision(observe.Decision{Policy: "login", Outcome: observe.Denied, Permits: 1, RetryAfter: time.Second, Latency: 300 * time.Microsecond})
-	o.Decision(observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down")})
+	o.Decision(observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down"), RedisFailed: true})
 	o.Fallback("api", true)
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`

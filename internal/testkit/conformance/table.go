@@ -391,12 +391,13 @@ func run(t *testing.T, a Adapter, b backend) {
 		}
 
 		// The default failure policy, WithFailLocal(1): with Redis stopped,
-		// 10 requests on one key over 3 per second get 3 x 200 and 7 x 429,
+		// 10 requests on one key over 3 per 10 s get 3 x 200 and 7 x 429,
 		// each within the decision timeout, the 429s with their headers;
 		// once Redis is back, it decides again within a second.
 		for _, failure := range []Failure{FailDefault, FailLocal} {
 			obs := &Recorder{}
-			l := Limit{Name: "local", Rate: core.PerSecond(3), Failure: failure, Instances: 1, Observer: obs, OnError: ErrorObserve}
+			l := Limit{Name: "local", Rate: core.Rate{Permits: 3, Interval: 10 * time.Second}, Failure: failure, Instances: 1,
+				Observer: obs, OnError: ErrorObserve}
 			ap, c, s := failing(t, 1, l)
 			require.Equal(t, http.StatusOK, c.get("/a", HeaderUser, "warm").status)
 			require.NoError(t, s.Stop())

@@ -41,19 +41,22 @@ const (
 
 	// clusterRecovery bounds how long after a Cluster replica's promotion
 	// (as the test sees it: CLUSTER SLOTS and ROLE, polled every 20 ms)
-	// the killed master's keys may still fail. The Client asks go-redis to
-	// reload the slot map after each failed round trip (at most 100 ms
-	// each), and go-redis reloads at once, then at most every 200 ms: the
-	// keys are decided again some 300 ms after the promotion at worst on
-	// an idle machine. 1 s leaves room for a loaded one, and is far below
-	// what go-redis alone would take (its periodic reload, every 60 s).
-	clusterRecovery = time.Second
+	// the killed master's keys may still fail. While a master fails, the
+	// Client probes each of its slots once a second, and asks go-redis to
+	// reload the slot map after each failed probe; go-redis reloads at once,
+	// then at most every 200 ms: the first probe after the reload that
+	// follows the promotion decides again, up to 1 s (the probe) and some
+	// 300 ms (the reload) after the promotion on an idle machine. 2.5 s
+	// leaves room for a loaded one, and is far below what go-redis alone
+	// would take (its periodic reload, every 60 s).
+	clusterRecovery = 2500 * time.Millisecond
 	// sentinelRecovery is the same bound for a Sentinel failover. New
 	// connections ask the sentinel for the master, but after PoolSize dials
 	// to the dead master failed in a row, go-redis's pool fails dials at
 	// once and redials from a prober once a second (pool.tryDial): up to
-	// 1 s, then a decision; 500 ms more for a loaded machine.
-	sentinelRecovery = 1500 * time.Millisecond
+	// 1 s, then the Client's next probe, up to 1 s more; 500 ms more for a
+	// loaded machine.
+	sentinelRecovery = 2500 * time.Millisecond
 
 	// workers and pace shape the steady load: each worker sends a request,
 	// then sleeps pace.
