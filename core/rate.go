@@ -68,13 +68,17 @@ func PerHour(n int64) Rate { return Rate{Permits: n, Interval: time.Hour} }
 // PerDay returns a rate of n permits per 24 hours.
 func PerDay(n int64) Rate { return Rate{Permits: n, Interval: day} }
 
-const day = 24 * time.Hour
+const (
+	day  = 24 * time.Hour
+	week = 7 * day
+)
 
 // ParseRate parses a rate written as permits/interval, as in configuration
 // files and environment variables: "10/s", "100/m", "1000/h", "5000/d",
-// "50/10s", "3/500ms", "20/1m30s". The interval is a unit (s, m, h or d for
-// one second, minute, hour or day), or a Go duration (time.ParseDuration)
-// that may also count days ("2d"). Options may follow, separated by spaces:
+// "1000/w", "50/10s", "3/500ms", "20/1m30s". The interval is a unit (s, m,
+// h, d or w for one second, minute, hour, day of 24 hours or week of 7
+// days), or a Go duration (time.ParseDuration), or a count of days or weeks
+// ("2d", "4w"). Options may follow, separated by spaces:
 // "per-client" for a PerClient rate, and "keepalive=" with a duration. The
 // rate is validated: errors wrap ErrInvalidRate.
 func ParseRate(s string) (Rate, error) {
@@ -109,7 +113,8 @@ func ParseRate(s string) (Rate, error) {
 	return r, r.Validate()
 }
 
-// parseInterval parses a unit (s, m, h, d) or a duration that may count days.
+// parseInterval parses a unit (s, m, h, d, w), a count of days or weeks, or
+// a duration.
 func parseInterval(s string) (time.Duration, error) {
 	switch s {
 	case "s":
@@ -120,13 +125,20 @@ func parseInterval(s string) (time.Duration, error) {
 		return time.Hour, nil
 	case "d":
 		return day, nil
+	case "w":
+		return week, nil
 	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 1 || n > math.MaxInt64/int64(day) {
-			return 0, fmt.Errorf("bad day count %q", days)
+	for _, u := range []struct {
+		suffix, name string
+		d            time.Duration
+	}{{"d", "day", day}, {"w", "week", week}} {
+		if count, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseInt(count, 10, 64)
+			if err != nil || n < 1 || n > math.MaxInt64/int64(u.d) {
+				return 0, fmt.Errorf("bad %s count %q", u.name, count)
+			}
+			return time.Duration(n) * u.d, nil
 		}
-		return time.Duration(n) * day, nil
 	}
 	return time.ParseDuration(s)
 }
@@ -142,6 +154,10 @@ func formatInterval(d time.Duration) string {
 		return "h"
 	case d == day:
 		return "d"
+	case d == week:
+		return "w"
+	case d > 0 && d%week == 0:
+		return strconv.FormatInt(int64(d/week), 10) + "w"
 	case d > 0 && d%day == 0:
 		return strconv.FormatInt(int64(d/day), 10) + "d"
 	}

@@ -26,6 +26,15 @@ func TestParseRate(t *testing.T) {
 		{"3/500ms", core.Rate{Permits: 3, Interval: 500 * time.Millisecond}, ""},
 		{"20/1m30s", core.Rate{Permits: 20, Interval: 90 * time.Second}, ""},
 		{"7/2d", core.Rate{Permits: 7, Interval: 48 * time.Hour}, ""},
+		{"1000/w", core.Rate{Permits: 1000, Interval: 7 * 24 * time.Hour}, ""},
+		{"50000/4w", core.Rate{Permits: 50000, Interval: 28 * 24 * time.Hour}, ""},
+		{"1000/1w", core.Rate{Permits: 1000, Interval: 7 * 24 * time.Hour}, "1000/w"},
+		{"1000/7d", core.Rate{Permits: 1000, Interval: 7 * 24 * time.Hour}, "1000/w"},
+		{"1000/168h", core.Rate{Permits: 1000, Interval: 7 * 24 * time.Hour}, "1000/w"},
+		{"9/14d", core.Rate{Permits: 9, Interval: 14 * 24 * time.Hour}, "9/2w"},
+		{"9/8d", core.Rate{Permits: 9, Interval: 8 * 24 * time.Hour}, ""},
+		{"1000/w per-client keepalive=2w", core.Rate{Type: core.PerClient, Permits: 1000, Interval: 7 * 24 * time.Hour, KeepAlive: 14 * 24 * time.Hour}, ""},
+		{"10/d keepalive=w", core.Rate{Permits: 10, Interval: 24 * time.Hour, KeepAlive: 7 * 24 * time.Hour}, ""},
 		{"100/1m", core.PerMinute(100), "100/m"},
 		{"100/60s", core.PerMinute(100), "100/m"},
 		{"  10/s  per-client ", core.Rate{Type: core.PerClient, Permits: 10, Interval: time.Second}, "10/s per-client"},
@@ -52,6 +61,7 @@ func TestParseRateErrors(t *testing.T) {
 		"", "10", "/s", "10/", "x/s", "10/x", "0/s", "-1/s", "10/0s", "10/1us", "10/1.5ms",
 		"10/s per-server", "10/s keepalive=", "10/s keepalive=1ms", "99999999999/s", "10/-1s",
 		"10/99999999999999d", "1e3/s",
+		"10/0w", "10/-1w", "10/1.5w", "10/ww", "10/2w3d", "10/99999999999999w", "10/s keepalive=0w",
 	} {
 		_, err := core.ParseRate(in)
 		assert.ErrorIs(t, err, core.ErrInvalidRate, "%q", in)
