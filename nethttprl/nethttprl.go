@@ -7,7 +7,12 @@
 //
 // Route keys use the request's pattern (r.Pattern), which a ServeMux or chi
 // (v5.2.3 and later) sets once it has routed the request: wrap the route's
-// handler, not the router, around which the route is unknown.
+// handler, not the router, around which the route is unknown. With chi,
+// limit routes with r.With(limit), or with Use inside r.Group; Use on a
+// sub-router sees only the pattern of its mount ("/api/*": one key for all
+// its routes). Chi v5.3.0 and later give a sub-router's route its full
+// pattern ("/api/items/{id}"), v5.2.3 to v5.2.5 only its part in the
+// sub-router ("/items/{id}").
 package nethttprl
 
 import (
