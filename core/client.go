@@ -272,7 +272,7 @@ func (c *Client) Check(ctx context.Context) error {
 		err = checkScripts(ctx, c.rdb, "redis")
 	}
 	if err != nil {
-		return fmt.Errorf("core: check: %w", err)
+		return err
 	}
 	return nil
 }

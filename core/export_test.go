@@ -70,3 +70,10 @@ func ScriptCalls(acqs []Acquire) int {
 	}
 	return len(acqs[0].Limiter.c.plan(calls))
 }
+
+// GrantAt returns a grant of permits made at, by the local clock, as a
+// failed acquire returns it for a caller that grants the permits by other
+// means.
+func GrantAt(permits int64, at time.Time) Grant {
+	return Grant{member: newMember(permits), at: at.UnixMilli()}
+}

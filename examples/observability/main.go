@@ -56,13 +56,13 @@ func newHandler(client *core.Client, reg *prom.Registry) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	observed := policy.WithObserver(obs)
-	perIP := nethttprl.New(policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}, observed))
-	login := nethttprl.New(policy.MustNew(client, "login", core.PerMinute(3), observed))
+	observed, share := policy.WithObserver(obs), policy.WithFailLocal(demo.Instances())
+	perIP := nethttprl.New(policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}, observed, share))
+	login := nethttprl.New(policy.MustNew(client, "login", core.PerMinute(3), observed, share))
 	// A new limit goes out in dry run first: its denials are counted as
 	// outcome="dry_run_denied", and every request is served.
 	search := nethttprl.New(policy.MustNew(client, "search", core.Rate{Permits: 2, Interval: 10 * time.Second},
-		policy.WithDryRun(), observed))
+		policy.WithDryRun(), observed, share))
 
 	api := http.NewServeMux()
 	api.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -3,9 +3,11 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -64,7 +66,27 @@ func Client() (*core.Client, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// A service learns at start what keeps Redis from deciding, if
+	// anything; it starts all the same, and its limits decide in memory
+	// (each instance its share) until Redis answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Check(ctx); err != nil {
+		log.Printf("redis check: %v: limiting in memory at this instance's share until Redis answers", err)
+	} else {
+		log.Printf("redis check: ok")
+	}
 	return c, func() { _ = rdb.Close(); stop() }
+}
+
+// Instances is how many processes share the limits: $INSTANCES, else 1.
+// Each one's local fallback limits at its share of the rate while Redis
+// cannot decide.
+func Instances() int {
+	if n, err := strconv.Atoi(os.Getenv("INSTANCES")); err == nil && n > 0 {
+		return n
+	}
+	return 1
 }
 
 // Policies are the demo's limits, built once and applied by every example
@@ -77,11 +99,12 @@ type Policies struct {
 
 // NewPolicies builds the demo's policies on client.
 func NewPolicies(client *core.Client, user keyfunc.KeyFunc) Policies {
+	share := policy.WithFailLocal(Instances())
 	return Policies{
-		Global: policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}),
+		Global: policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}, share),
 		Login: policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second},
-			policy.WithWait(3*time.Second)),
-		PerUser: policy.MustNew(client, "user", core.PerMinute(5), policy.WithKey(user)),
+			policy.WithWait(3*time.Second), share),
+		PerUser: policy.MustNew(client, "user", core.PerMinute(5), policy.WithKey(user), share),
 	}
 }
 
