@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redlimit/redlimit/keyfunc"
 )
@@ -41,6 +42,28 @@ type limits struct {
 	policies, items string
 	legacy          legacySource
 	remaining       int64
+
+	// settled: the real cost of the request per policy, as the handler
+	// reported it (Policy.Settle), maybe from another goroutine.
+	mu      sync.Mutex
+	settled []settlement
+}
+
+type settlement struct {
+	p       *Policy
+	permits int64
+}
+
+// settledFor returns the real cost reported for p, and whether one was.
+func (l *limits) settledFor(p *Policy) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.settled {
+		if s.p == p {
+			return s.permits, true
+		}
+	}
+	return 0, false
 }
 
 // legacySource is the decision whose X-RateLimit-* headers a request

@@ -86,24 +86,31 @@ type ledger struct {
 type owed struct {
 	prep    *prepared // the limiter's rate
 	grants  []owedGrant
+	settles []owedGrant
 	refunds []owedGrant
 }
 
 type owedGrant struct {
-	grant core.Grant
-	at    int64 // unix nanos
+	grant   core.Grant
+	at      int64 // unix nanos
+	permits int64 // a settle's
 }
 
 // addGrant records a grant the fallback made on limiter name.
 func (p *Policy) addGrant(name string, prep *prepared, g core.Grant) {
-	p.owe(name, prep, func(o *owed) { o.grants = append(o.grants, owedGrant{g, time.Now().UnixNano()}) })
+	p.owe(name, prep, func(o *owed) { o.grants = append(o.grants, owedGrant{g, time.Now().UnixNano(), 0}) })
+}
+
+// addSettle records a settle to make once Redis can take it.
+func (p *Policy) addSettle(name string, prep *prepared, g core.Grant, permits int64) {
+	p.owe(name, prep, func(o *owed) { o.settles = append(o.settles, owedGrant{g, time.Now().UnixNano(), permits}) })
 }
 
 // addRefund records a refund to make once Redis can take it: of a grant the
 // fallback made, of a grant whose refund could not be sent, or of a call
 // whose script may run late while the request was refused.
 func (p *Policy) addRefund(name string, prep *prepared, g core.Grant) {
-	p.owe(name, prep, func(o *owed) { o.refunds = append(o.refunds, owedGrant{g, time.Now().UnixNano()}) })
+	p.owe(name, prep, func(o *owed) { o.refunds = append(o.refunds, owedGrant{g, time.Now().UnixNano(), 0}) })
 }
 
 func (p *Policy) owe(name string, prep *prepared, add func(*owed)) {
@@ -139,7 +146,7 @@ func (l *ledger) take(name string) *owed {
 	o := l.keys[name]
 	if o != nil {
 		delete(l.keys, name)
-		l.n.Add(-int64(len(o.grants) + len(o.refunds)))
+		l.n.Add(-int64(o.entries()))
 	}
 	return o
 }
@@ -153,11 +160,12 @@ func (l *ledger) putBack(name string, o *owed) {
 	}
 	if cur := l.keys[name]; cur != nil {
 		cur.grants = append(o.grants, cur.grants...)
+		cur.settles = append(o.settles, cur.settles...)
 		cur.refunds = append(o.refunds, cur.refunds...)
 	} else {
 		l.keys[name] = o
 	}
-	l.n.Add(int64(len(o.grants) + len(o.refunds)))
+	l.n.Add(int64(o.entries()))
 }
 
 // prune drops what no longer counts: grants (and refunds of grants) whose
@@ -173,9 +181,11 @@ func (o *owed) prune(now time.Time) int {
 		}
 		return live
 	}
-	o.grants, o.refunds = keep(o.grants), keep(o.refunds)
-	return len(o.grants) + len(o.refunds)
+	o.grants, o.settles, o.refunds = keep(o.grants), keep(o.settles), keep(o.refunds)
+	return o.entries()
 }
+
+func (o *owed) entries() int { return len(o.grants) + len(o.settles) + len(o.refunds) }
 
 // prune drops what no longer counts from every limiter.
 func (l *ledger) prune() {
@@ -183,7 +193,7 @@ func (l *ledger) prune() {
 	defer l.mu.Unlock()
 	now := time.Now()
 	for name, o := range l.keys {
-		before := len(o.grants) + len(o.refunds)
+		before := o.entries()
 		after := o.prune(now)
 		l.n.Add(-int64(before - after))
 		if after == 0 {
@@ -193,9 +203,9 @@ func (l *ledger) prune() {
 }
 
 // pay writes what limiter name owes into Redis: its grants still in their
-// window, then its refunds (of grants that may be among them, or whose
-// script ran late). On failure what is left is put back, and the error
-// returned.
+// window, then its settles and refunds (of grants that may be among them,
+// or whose script ran late). On failure what is left is put back, and the
+// error returned.
 func (p *Policy) pay(ctx context.Context, name string, o *owed) error {
 	o.prune(time.Now())
 	lim := p.client.Limiter(name, o.prep.limOpts...)
@@ -209,6 +219,13 @@ func (p *Policy) pay(ctx context.Context, name string, o *owed) error {
 			return err
 		}
 		o.grants = nil
+	}
+	for len(o.settles) > 0 {
+		if _, err := lim.Settle(ctx, o.settles[0].grant, o.settles[0].permits); err != nil {
+			p.ledger.putBack(name, o)
+			return err
+		}
+		o.settles = o.settles[1:]
 	}
 	for len(o.refunds) > 0 {
 		if _, err := lim.Refund(ctx, o.refunds[0].grant); err != nil {

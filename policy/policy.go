@@ -483,6 +483,9 @@ func (d Decision) Done(status int) {
 		return
 	}
 	if !d.limits.refused && (p.refund == nil || !p.refund(status)) {
+		if permits, ok := d.limits.settledFor(p); ok {
+			d.settle(permits)
+		}
 		return
 	}
 	if d.local {
@@ -499,6 +502,59 @@ func (d Decision) Done(status int) {
 		p.addRefund(d.name, d.prep, d.Result.Grant)
 		if ok, n := p.refundLog.allow(); ok && !errors.Is(err, core.ErrOverloaded) {
 			slog.WarnContext(ctx, "rate limiter: refund failed; it is sent again when Redis answers", "policy", p.name,
+				"err", err, "similar_errors_not_logged", n)
+		}
+	}
+}
+
+// Settle reports the real cost of the request whose context is ctx, as
+// this policy counts it, once its handler knows it: the tokens a completion
+// used, the bytes an export wrote. When the request is done, the
+// middleware settles the grant the request took to it (core's
+// Limiter.Settle), once: fewer permits than the request reserved give the
+// difference back, more charge the difference, even past the rate (a debt
+// that the client's next requests pay by waiting). A request the policy
+// gives back (a refund rule, a later limit's refusal) is not settled. A
+// request whose handler reports nothing keeps its reservation; a second
+// report replaces the first. The headers were sent before the handler ran:
+// they show the reservation, not the settlement.
+//
+// Settle may be called from any goroutine while the request runs. It does
+// nothing for a request this policy did not limit, and it panics when
+// permits is negative or above core.MaxPermits: a mistake in the program.
+func (p *Policy) Settle(ctx context.Context, permits int64) {
+	if permits < 0 || permits > core.MaxPermits {
+		panic(fmt.Sprintf("policy %s: Settle(%d): permits must be in [0, %d]", p.name, permits, int64(core.MaxPermits)))
+	}
+	lim, ok := ctx.Value(limitsKey{}).(*limits)
+	if !ok {
+		return
+	}
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	for i := range lim.settled {
+		if lim.settled[i].p == p {
+			lim.settled[i].permits = permits
+			return
+		}
+	}
+	lim.settled = append(lim.settled, settlement{p, permits})
+}
+
+// settle settles d's grant to permits, now or, when Redis cannot take it
+// (or the grant is still in the ledger), once it can.
+func (d Decision) settle(permits int64) {
+	p := d.p
+	if d.local {
+		p.addSettle(d.name, d.prep, d.Result.Grant, permits)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.limits), p.timeout)
+	defer cancel()
+	if _, err := d.limiter.Settle(ctx, d.Result.Grant, permits); err != nil {
+		p.addSettle(d.name, d.prep, d.Result.Grant, permits)
+		if ok, n := p.refundLog.allow(); ok && !errors.Is(err, core.ErrOverloaded) {
+			slog.WarnContext(ctx, "rate limiter: settle failed; it is sent again when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
 	}

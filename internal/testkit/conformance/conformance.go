@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,6 +134,29 @@ type App struct {
 	Errors chan error
 
 	adapter *Adapter
+	built   *built // the policies Policy built
+}
+
+// built are the policies of an App.
+type built struct {
+	mu sync.Mutex
+	ps []*policy.Policy
+}
+
+// Status is what an App's handler does: it reports the request's real
+// cost where X-Settle gives one (to every policy of the App: each settles
+// only a request it limited) and returns the status to answer with:
+// X-Status, else 200.
+func (a App) Status(ctx context.Context, header func(string) string) int {
+	if n, err := strconv.ParseInt(header(HeaderSettle), 10, 64); err == nil && a.built != nil {
+		a.built.mu.Lock()
+		ps := append([]*policy.Policy(nil), a.built.ps...)
+		a.built.mu.Unlock()
+		for _, p := range ps {
+			p.Settle(ctx, n)
+		}
+	}
+	return Status(header)
 }
 
 // Policy builds the policy of l on a's Client, with the adapter's native
@@ -204,7 +228,13 @@ func (a App) Policy(l Limit) *policy.Policy {
 	case MissingKeyServe:
 		o = append(o, policy.WithMissingKeyServe())
 	}
-	return policy.MustNew(a.Client, l.Name, l.Rate, o...)
+	p := policy.MustNew(a.Client, l.Name, l.Rate, o...)
+	if a.built != nil {
+		a.built.mu.Lock()
+		a.built.ps = append(a.built.ps, p)
+		a.built.mu.Unlock()
+	}
+	return p
 }
 
 // Report sends err to a.Errors without blocking.
@@ -264,6 +294,9 @@ const (
 	HeaderTier = "X-Tier"
 	// HeaderCost: the cost of the request, for Limit.CostHeader.
 	HeaderCost = "X-Cost"
+	// HeaderSettle: the real cost of the request, reported by the handler
+	// (App.Status).
+	HeaderSettle = "X-Settle"
 )
 
 // Status is the status a handler answers with: X-Status, else 200.

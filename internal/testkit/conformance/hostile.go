@@ -94,7 +94,7 @@ func RunHostile(t *testing.T, a Adapter) {
 		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
 		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000), adapter: &a}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 1000), adapter: &a, built: &built{}}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	user := keyfunc.User(a.UserKey)
@@ -284,7 +284,7 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	keepAlive := 2 * window // a code-defined rate's keys live two windows after their last write
 	ap := App{Client: c, Routes: []Route{{Path: "/user", Limits: []Limit{{
 		Name: "churn", Rate: rate, Timeout: sharedTimeout, Keys: []keyfunc.KeyFunc{keyfunc.User(a.UserKey)},
-	}}}}, Errors: make(chan error, 10), adapter: &a}
+	}}}}, Errors: make(chan error, 10), adapter: &a, built: &built{}}
 	cl := caller{t: t, do: a.Serve(t, ap)}
 	cl.get("/user", HeaderUser, "warm-up") // connections, scripts
 	require.Eventually(t, func() bool { return dbsize(t, rdb) == 0 }, 2*time.Second, 20*time.Millisecond)

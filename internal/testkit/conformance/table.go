@@ -125,7 +125,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
 		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100), adapter: &a}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100), adapter: &a, built: &built{}}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	// one serves a single route "/a" behind one global limit.
@@ -340,7 +340,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		frdb, prefix, s := b.failing(t, n)
 		c, err := core.New(frdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Global: patient([]Limit{l}, failingTimeout), Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100), adapter: &a}
+		ap := App{Client: c, Global: patient([]Limit{l}, failingTimeout), Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100), adapter: &a, built: &built{}}
 		return ap, caller{t: t, do: a.Serve(t, ap)}, s
 	}
 	// Requests must be answered well within this while Redis is down.
@@ -598,6 +598,39 @@ func run(t *testing.T, a Adapter, b backend) {
 		}
 		assert.Len(t, drain(ap.Errors), 4, "each reported")
 		assert.Equal(t, http.StatusTooManyRequests, c.get("/a", HeaderCost, "1").status, "the budget is where it was")
+	})
+
+	t.Run("a request settles its real cost after it ran", func(t *testing.T) {
+		t.Parallel()
+		// Reserve 1 000 of 10 000 a minute, use 12 000: the next
+		// reservation, even of 1, is refused, with 0 remaining, until that
+		// grant leaves the window.
+		_, c := one(t, Limit{Name: "tokens", Rate: perMinute(10_000), CostHeader: true})
+		start := time.Now()
+		require.Equal(t, http.StatusOK, c.get("/a", HeaderCost, "1000", HeaderSettle, "12000").status)
+		r := c.get("/a", HeaderCost, "1")
+		require.Equal(t, http.StatusTooManyRequests, r.status, "in debt")
+		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
+		retry, err := strconv.Atoi(r.header.Get("Retry-After"))
+		require.NoError(t, err)
+		wait := time.Minute - time.Since(start)
+		assert.True(t, time.Duration(retry)*time.Second >= wait && time.Duration(retry-1)*time.Second < wait+time.Second,
+			"Retry-After %d s: when the settled grant leaves the window, %v from now", retry, wait)
+
+		// Reserve 1 000, use 100: nine more reservations of 1 000 fit, a
+		// tenth does not.
+		_, c = one(t, Limit{Name: "tokens", Rate: perMinute(10_000), CostHeader: true})
+		require.Equal(t, http.StatusOK, c.get("/a", HeaderCost, "1000", HeaderSettle, "100").status)
+		assert.Equal(t, repeat(http.StatusOK, 9), c.statuses(9, "/a", HeaderCost, "1000"))
+		assert.Equal(t, http.StatusTooManyRequests, c.get("/a", HeaderCost, "1000").status)
+
+		// A request given back is not also settled; one that reports
+		// nothing keeps its reservation.
+		_, c = one(t, Limit{Name: "tokens", Rate: perMinute(10_000), CostHeader: true, Refund: RefundFailed})
+		require.Equal(t, http.StatusInternalServerError, c.get("/a", HeaderCost, "1000", HeaderSettle, "9000", HeaderStatus, "500").status)
+		require.Equal(t, http.StatusOK, c.get("/a", HeaderCost, "1000").status)
+		assert.Equal(t, "8000", c.get("/a", HeaderCost, "1000").header.Get("X-RateLimit-Remaining"),
+			"the refunded request took nothing, the one that reported nothing 1 000")
 	})
 
 	t.Run("refunds by response status", func(t *testing.T) {
