@@ -95,7 +95,9 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 		}
 	})
 	e.Use(limits(app.Global)...)
-	ok := func(c *echo.Context) error { return c.String(app.Status(c.Request().Context(), c.Request().Header.Get), "ok") }
+	ok := func(c *echo.Context) error {
+		return c.String(app.Status(c.Request().Context(), c.Request().Header.Get), "ok")
+	}
 	for _, r := range app.Routes {
 		path := strings.NewReplacer("{", ":", "}", "").Replace(r.Path)
 		e.GET(path, ok, limits(r.Limits)...)
