@@ -1,10 +1,15 @@
 // Package redistest starts real redis-server processes for tests: single
-// nodes and clusters, each a child process on free local ports, stopped when
-// the test binary ends.
+// nodes, clusters and sentinels, each a child process on free local ports,
+// stopped when the test binary ends.
 //
-// Without a redis-server binary on PATH, tests that need one skip with a
-// message saying how to run them; with REDLIMIT_REQUIRE_REDIS=1 in the
-// environment (as in CI) they fail instead.
+// The server is redis-server and the client redis-cli, found on PATH, unless
+// REDLIMIT_REDIS_SERVER and REDLIMIT_REDIS_CLI name other binaries: for
+// instance Valkey's valkey-server and valkey-cli, to run the same tests on
+// Valkey. Sentinels are the server binary run with --sentinel.
+//
+// Without the server binary, tests that need one skip with a message saying
+// how to run them; with REDLIMIT_REQUIRE_REDIS=1 in the environment (as in
+// CI) they fail instead.
 package redistest
 
 import (
@@ -31,17 +36,46 @@ import (
 // a test failure.
 const EnvRequire = "REDLIMIT_REQUIRE_REDIS"
 
+// EnvServer names the variable that gives the server binary the tests
+// start (a path, or a name looked up on PATH); redis-server when it is
+// unset or empty. Sentinels are this binary run with --sentinel.
+const EnvServer = "REDLIMIT_REDIS_SERVER"
+
+// EnvCLI names the variable that gives the command-line client the harness
+// runs (redis-cli when it is unset or empty); it must match the server,
+// e.g. valkey-cli for valkey-server.
+const EnvCLI = "REDLIMIT_REDIS_CLI"
+
 // Required reports whether tests must fail, not skip, without Redis.
 func Required() bool { return os.Getenv(EnvRequire) == "1" }
 
-// Need skips t, or fails it when Required, if redis-server is not installed.
+// ServerBinary returns the server binary the tests start: the value of
+// REDLIMIT_REDIS_SERVER, or redis-server.
+func ServerBinary() string { return binary(EnvServer, "redis-server") }
+
+// CLIBinary returns the command-line client the harness runs: the value of
+// REDLIMIT_REDIS_CLI, or redis-cli.
+func CLIBinary() string { return binary(EnvCLI, "redis-cli") }
+
+func binary(env, def string) string {
+	if b := os.Getenv(env); b != "" {
+		return b
+	}
+	return def
+}
+
+// Need skips t, or fails it when Required, if the server binary (see
+// ServerBinary) or the command-line client (see CLIBinary) is not
+// installed.
 func Need(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if Required() {
-			t.Fatalf("redis-server not found on PATH and %s=1", EnvRequire)
+	for _, b := range []struct{ env, bin string }{{EnvServer, ServerBinary()}, {EnvCLI, CLIBinary()}} {
+		if _, err := exec.LookPath(b.bin); err != nil {
+			if Required() {
+				t.Fatalf("%v (%s names another binary) and %s=1", err, b.env, EnvRequire)
+			}
+			t.Skipf("%v (%s names another binary): install redis-server and redis-cli (e.g. apt-get install redis-server) to run this test against real Redis; %s=1 makes this skip a failure", err, b.env, EnvRequire)
 		}
-		t.Skipf("redis-server not found on PATH: install it (e.g. apt-get install redis-server) to run this test against real Redis; %s=1 makes this skip a failure", EnvRequire)
 	}
 }
 
@@ -80,7 +114,7 @@ func Shared(t testing.TB) *Server {
 	Need(t)
 	sharedOnce.Do(func() { shared, errShared = Start() })
 	if errShared != nil {
-		t.Fatalf("start redis-server: %v", errShared)
+		t.Fatalf("start %s: %v", ServerBinary(), errShared)
 	}
 	return shared
 }
@@ -158,10 +192,10 @@ func (s *Server) launch() error {
 		"--logfile", filepath.Join(s.Dir, "redis.log"), "--daemonize", "no",
 	}...)
 	argv = append(argv, s.args...)
-	cmd := exec.Command("redis-server", argv...)
+	cmd := exec.Command(ServerBinary(), argv...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start redis-server: %w", err)
+		return fmt.Errorf("redistest: start %s: %w", ServerBinary(), err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -172,7 +206,7 @@ func (s *Server) launch() error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			return fmt.Errorf("redistest: redis-server on port %d exited at start: %s", s.Port, s.logTail())
+			return fmt.Errorf("redistest: %s on port %d exited at start: %s", ServerBinary(), s.Port, s.logTail())
 		default:
 		}
 		if ping(s.Addr) == nil {
@@ -181,7 +215,7 @@ func (s *Server) launch() error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	_ = cmd.Process.Kill()
-	return fmt.Errorf("redistest: redis-server on port %d not ready: %s", s.Port, s.logTail())
+	return fmt.Errorf("redistest: %s on port %d not ready: %s", ServerBinary(), s.Port, s.logTail())
 }
 
 // ping sends a raw PING, not through go-redis, whose dial retries back off.
@@ -247,7 +281,8 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 	return c
 }
 
-// CLI runs redis-cli against the server and returns its output.
+// CLI runs the command-line client (see CLIBinary) against the server and
+// returns its output.
 func (s *Server) CLI(args ...string) (string, error) {
 	return cli(s.Port, args...)
 }
@@ -255,10 +290,10 @@ func (s *Server) CLI(args ...string) (string, error) {
 func cli(port int, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "redis-cli",
+	out, err := exec.CommandContext(ctx, CLIBinary(),
 		append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("redistest: redis-cli %s: %w: %s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("redistest: %s %s: %w: %s", CLIBinary(), strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
 }
