@@ -29,6 +29,7 @@ type Client struct {
 	denials  *denialCache  // nil when disabled
 	batch    *batcher      // the round trips (of each slot: see slots)
 	slots    *slotBatchers // Cluster: a batcher per slot
+	ctxIO    bool          // rdb stops its I/O at a context's deadline
 	// acrossLimiters: the keys of several limiters may share a script call
 	// (one server, or a Cluster's batcher per slot; not a Ring's shards, nor
 	// a client this package does not know).
@@ -138,12 +139,15 @@ func WithMaxQueue(n int) Option {
 // single-node, Sentinel (failover) or Cluster client. New does no I/O, so a
 // service can start while Redis is down; it only checks its arguments.
 //
-// A call with a deadline (a context's, or WithCallTimeout's) returns at
-// its deadline, while its round trip, on a goroutine of its own, may wait a
-// second longer for Redis's answer: an answer late for its caller tells
-// that Redis is well (this process was busy), and none, that it fails.
-// Give rdb ContextTimeoutEnabled: true, so that go-redis stops waiting
-// then; without it, it waits for its ReadTimeout (3 s by default).
+// Give rdb ContextTimeoutEnabled: true. go-redis then stops its I/O at a
+// call's deadline (a context's, or WithCallTimeout's), and a call makes its
+// round trip itself. Without it, go-redis waits for its ReadTimeout (3 s
+// by default), so the Client makes each round trip that has a deadline on a
+// goroutine of its own, and returns at the deadline while that goroutine
+// finishes; so it does too, for a while, after a round trip got no answer
+// in its caller's time, waiting up to a second more for the answer: one
+// late for its caller tells that Redis is well (this process was busy),
+// and none, that it fails.
 //
 // With a Cluster client, a round trip that fails other than with a Redis
 // reply (a refused connection, a timeout) makes the Client ask go-redis to
@@ -159,7 +163,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	case *redis.Client, *redis.ClusterClient:
 		across = true
 	}
-	c := &Client{rdb: rdb, denials: &denialCache{}, acrossLimiters: across}
+	c := &Client{rdb: rdb, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
 	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {

@@ -107,8 +107,11 @@ func (c *Client) send(ctx context.Context, calls []*call) error {
 // roundTripFailure returns err if it is a failure of the round trip as a
 // whole, else nil.
 func roundTripFailure(err error) error {
+	if err == nil {
+		return nil
+	}
 	var reply redis.Error
-	if err == nil || errors.As(err, &reply) && !refusal(reply.Error()) {
+	if errors.As(err, &reply) && !refusal(reply.Error()) {
 		return nil
 	}
 	return err
@@ -253,10 +256,12 @@ func (sc *scriptCall) finish(err error) {
 // miss its callers' deadlines. With max 0 (coalescing off) every call makes
 // its own round trip.
 //
-// A call with a deadline never makes its round trip itself: a runner
-// goroutine does, and the call waits for it only until its deadline, while
-// the round trip may take up to roundTripGrace: a reply late for its caller,
-// because this process was busy, still tells that Redis answers.
+// A call with a deadline makes its round trip itself when go-redis stops
+// its I/O at the deadline (ContextTimeoutEnabled), and Redis has answered
+// in time so far. Otherwise a runner goroutine does, and the call waits for
+// it only until its deadline, while the round trip may take up to
+// roundTripGrace more: a reply late for its caller, because this process
+// was busy, still tells that Redis answers, and none, that it fails.
 //
 // The batcher also tells failures apart. A call whose deadline comes while
 // it is still queued, never sent, while round trips went on ending, fails
@@ -275,6 +280,7 @@ type batcher struct {
 	busy     int       // round trips in flight
 	queue    []*waiter // calls waiting for a round trip
 
+	suspect  atomic.Bool           // a round trip got no answer in its callers' time
 	failing  atomic.Bool           // the last round trip failed
 	since    atomic.Int64          // unix nanos when it began to fail
 	probeAt  atomic.Int64          // unix nanos from which one call may probe
@@ -314,14 +320,14 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 		return *b.failErr.Load()
 	}
 	dl, hasDeadline := ctx.Deadline()
-	direct := !hasDeadline
+	direct := !hasDeadline || b.c.ctxIO && !b.suspect.Load()
 	b.mu.Lock()
 	free := b.max == 0 || b.busy < b.max
 	if free && direct {
 		b.busy++
 		b.mu.Unlock()
-		start := time.Now()
-		b.report(b.c.send(ctx, []*call{cl}), start, []*call{cl})
+		start, calls := time.Now(), []*call{cl}
+		b.report(b.c.send(ctx, calls), start, calls, !hasDeadline)
 		b.next()
 		return nil
 	}
@@ -379,14 +385,20 @@ func (b *batcher) admit() (probe, ok bool) {
 	return true, true
 }
 
-// report notes the outcome of a round trip of calls sent at start: success
-// ends Redis's failing; a failure of Redis starts it, or, from a probe,
-// makes the next wait a second.
-func (b *batcher) report(err error, start time.Time, calls []*call) {
+// report notes the outcome of a round trip of calls sent at start, which
+// waited past its callers' deadlines (graced) or not: success ends Redis's
+// failing; a failure of Redis starts it, or, from a probe, makes the next
+// wait a second. A round trip that got no answer in its callers' time only
+// makes the next ones wait longer (on a runner, graced), to tell a failing
+// Redis from a busy process.
+func (b *batcher) report(err error, start time.Time, calls []*call, graced bool) {
 	now := time.Now()
 	b.lastDone.Store(now.UnixNano())
 	switch {
 	case err == nil:
+		if b.suspect.Load() {
+			b.suspect.Store(false)
+		}
 		if b.failing.Load() {
 			b.failing.Store(false)
 		}
@@ -407,6 +419,10 @@ func (b *batcher) report(err error, start time.Time, calls []*call) {
 			}
 		}
 		if now.Sub(start) < least {
+			return
+		}
+		if !graced {
+			b.suspect.Store(true)
 			return
 		}
 	}
@@ -472,7 +488,7 @@ func (b *batcher) run(batch []*waiter) {
 		if len(calls) > 0 {
 			ctx, cancel := batchContext(batch)
 			start := time.Now()
-			b.report(b.c.send(ctx, calls), start, calls)
+			b.report(b.c.send(ctx, calls), start, calls, true)
 			cancel()
 		}
 		b.mu.Lock()
@@ -584,4 +600,18 @@ func (c *Client) failed(err error) error {
 		}
 	}
 	return err
+}
+
+// honoursContext reports whether go-redis stops rdb's I/O at a context's
+// deadline (its ContextTimeoutEnabled option).
+func honoursContext(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
