@@ -1,0 +1,168 @@
+// Package grpcrl applies redlimit policies (package policy) to gRPC server
+// calls, and paces client calls with a core.Limiter. A call's key is by
+// default its peer's IP; key functions see incoming metadata as headers
+// (keyfunc.APIKey("x-api-key")), context values, the full method as the
+// route and "POST" as the method. A stream is decided once, at its start.
+// The rate limit fields go out as header metadata in lower case; under
+// several policies, a field's last value is the call's. A refusal carries
+// the policy's problem detail: over the limit, codes.ResourceExhausted with
+// a RetryInfo (Retry-After's delay) and a QuotaFailure naming the policy
+// (package errdetails); a cost above the rate, the same without RetryInfo;
+// no key, codes.PermissionDenied; a bad cost, codes.InvalidArgument; fail
+// closed, codes.Unavailable. policy.WithRefund sees a served call's code as
+// OK 200, InvalidArgument 400, Unauthenticated 401, PermissionDenied 403,
+// NotFound 404, ResourceExhausted 429, Unimplemented 501, Unavailable 503,
+// DeadlineExceeded 504, other 500. A nil policy panics at once.
+package grpcrl
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// An Option configures an interceptor.
+type Option func(*config)
+
+type config struct {
+	p     *policy.Policy
+	onErr func(ctx context.Context, err error)
+}
+
+// WithErrorHandler receives the errors that a server interceptor's policy
+// reports (Decision.Err) instead of the log.
+func WithErrorHandler(f func(context.Context, error)) Option { return func(c *config) { c.onErr = f } }
+
+func newConfig(p *policy.Policy, opts []Option) config {
+	if p == nil {
+		panic("grpcrl: nil *policy.Policy")
+	}
+	c := config{p: p, onErr: p.LogError}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// UnaryServerInterceptor returns an interceptor that applies p to calls.
+func UnaryServerInterceptor(p *policy.Policy, opts ...Option) grpc.UnaryServerInterceptor {
+	c := newConfig(p, opts)
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+		err = c.serve(ctx, grpc.SetHeader, func(ctx context.Context) error { resp, err = next(ctx, req); return err })
+		return resp, err
+	}
+}
+
+// StreamServerInterceptor returns an interceptor that applies p to streams.
+func StreamServerInterceptor(p *policy.Policy, opts ...Option) grpc.StreamServerInterceptor {
+	c := newConfig(p, opts)
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+		return c.serve(ss.Context(), func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) },
+			func(ctx context.Context) error { return next(srv, &stream{ss, ctx}) })
+	}
+}
+
+type stream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *stream) Context() context.Context { return s.ctx }
+
+// serve decides a call with c.p, sends its fields, and serves or refuses it.
+func (c *config) serve(ctx context.Context, set func(context.Context, metadata.MD) error, next func(context.Context) error) error {
+	x := &call{ctx, metadata.MD{}}
+	d := c.p.Decide(x)
+	_ = set(x.ctx, x.md)
+	if d.Err != nil {
+		c.onErr(x.ctx, d.Err)
+	}
+	if d.Status != 0 {
+		return refusal(d)
+	}
+	err := next(x.ctx)
+	d.Done(cmp.Or(httpStatuses[status.Code(err)], http.StatusInternalServerError))
+	return err
+}
+
+func refusal(d policy.Decision) error {
+	var problem struct{ Detail string }
+	_ = json.Unmarshal(d.Body, &problem) // the policy's own problem+json
+	s := status.New(cmp.Or(refusalCodes[d.Status], codes.Unknown), problem.Detail)
+	var details []protoadapt.MessageV1
+	if d.Status == http.StatusTooManyRequests { // the wait, rounded up to the second as Retry-After
+		wait := max((d.Result.RetryAfter+time.Second-1)/time.Second, 1) * time.Second
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
+	}
+	if s.Code() == codes.ResourceExhausted {
+		details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{
+			{Subject: d.Policy, Description: problem.Detail}}})
+	}
+	if withDetails, err := s.WithDetails(details...); err == nil {
+		s = withDetails
+	}
+	return s.Err()
+}
+
+var (
+	refusalCodes = map[int]codes.Code{429: codes.ResourceExhausted, 413: codes.ResourceExhausted,
+		403: codes.PermissionDenied, 400: codes.InvalidArgument, 503: codes.Unavailable}
+	httpStatuses = map[codes.Code]int{codes.OK: 200, codes.InvalidArgument: 400, codes.Unauthenticated: 401,
+		codes.PermissionDenied: 403, codes.NotFound: 404, codes.ResourceExhausted: 429,
+		codes.Unimplemented: 501, codes.Unavailable: 503, codes.DeadlineExceeded: 504}
+)
+
+// UnaryClientInterceptor returns an interceptor that makes each call wait for
+// a permit of l (l.Acquire). A call without one by its deadline is not sent:
+// it fails with its context's code, or Unavailable when Redis fails.
+func UnaryClientInterceptor(l *core.Limiter, _ ...Option) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker,
+		o ...grpc.CallOption) error {
+		if err := l.Acquire(ctx, 1); err != nil {
+			code := status.FromContextError(err).Code()
+			if code == codes.Unknown || errors.Is(err, core.ErrUnavailable) {
+				code = codes.Unavailable
+			}
+			return status.Error(code, "grpcrl: no permit for the call from its rate limiter")
+		}
+		return invoke(ctx, method, req, reply, cc, o...)
+	}
+}
+
+type call struct { // a call, as a policy.Exchange
+	ctx context.Context
+	md  metadata.MD // the rate limit fields
+}
+
+func (x *call) Context() context.Context       { return x.ctx }
+func (x *call) SetContext(ctx context.Context) { x.ctx = ctx }
+func (x *call) SetHeader(name, value string)   { x.md[strings.ToLower(name)] = []string{value} }
+func (x *call) Method() string                 { return http.MethodPost }
+func (x *call) Route() (string, error)         { m, _ := grpc.Method(x.ctx); return m, nil }
+func (x *call) Header(k string) string         { return cmp.Or(x.HeaderValues(k)...) }
+func (x *call) HeaderValues(k string) []string { return metadata.ValueFromIncomingContext(x.ctx, k) }
+func (x *call) Query(string) string            { return "" }
+func (x *call) Value(key any) any              { return x.ctx.Value(key) }
+
+func (x *call) RemoteAddr() string {
+	if p, ok := peer.FromContext(x.ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
