@@ -56,7 +56,54 @@
 // finds its member in the log and reports the grant without taking the
 // permits again. The log remembers a grant only while it is in the window:
 // a resend that reaches Redis one Interval or more after the first grant
-// takes the permits again. Release is not idempotent.
+// takes the permits again. Release is not idempotent; Refund, Settle and
+// Charge are, within the window: each names the grant it acts on.
+//
+// # Settling and debts
+//
+// Limiter.Settle changes a grant to the permits the work it paid for really
+// took (the tokens of a completion, the bytes of an export), once, keeping
+// the grant's time: fewer give the difference back, more charge it, even
+// past the rate. Limiter.Charge writes into the log grants made without
+// Redis, such as a local fallback's while Redis could not decide, each at
+// the time of the failed call that returned it in Result.Grant, past the
+// rate if need be; a grant already in the log (the call's script ran after
+// all) counts once. A window over its rate is a debt: acquires are denied,
+// with 0 remaining and the exact retry time, until the grants that make it
+// leave the window, one Interval after their time at most. A Redisson
+// client sees a debt as negative available permits, and is denied too.
+//
+// # When Redis fails
+//
+// Calls fail without a decision for one of three reasons, which the errors
+// tell apart:
+//   - ErrOverloaded: the call never left this process: too many calls were
+//     waiting for a round trip (WithMaxQueue), or its deadline came while
+//     it waited and other round trips went on ending. This process's load,
+//     not Redis's failure;
+//   - the context's error (context.DeadlineExceeded) without
+//     ErrUnavailable: the call was sent and got no answer in its caller's
+//     time; its script may still run, late. Once a round trip came late,
+//     the next ones go on after their callers return, waiting up to a
+//     second for Redis's answer: an answer late for its caller tells that
+//     Redis is well and this process was busy, and none, that it fails;
+//   - ErrUnavailable: Redis is failing. A round trip failed (a network
+//     error, no answer that second, or Redis refusing to decide: a
+//     read-only replica, loading, authentication or permission refused,
+//     scripting disabled), and its calls got its error. From then on the
+//     Client (on a Redis Cluster, per hash slot) fails calls at once with
+//     ErrUnavailable, but for probes: the next call is sent at once, then
+//     one a second; the first that Redis answers ends it.
+//
+// A failed TryAcquire returns, in Result.Grant, the grant it asked for: a
+// caller that grants the permits by other means passes it to Charge once
+// Redis answers again, so that Redis counts them, once.
+//
+// Client.Check, called at start, reports what keeps Redis from deciding,
+// and what to do: Redis unreachable, a password required or refused, a
+// permission missing, a read-only replica, Redis loading its data, or
+// scripting disabled. It changes nothing: a Client decides as soon as Redis
+// answers.
 //
 // # Cost
 //
@@ -92,7 +139,7 @@
 //	limiter := client.Limiter("api:user:42", core.WithRate(core.PerMinute(100)))
 //	res, err := limiter.TryAcquire(ctx, 1)
 //	switch {
-//	case err != nil: // Redis unreachable, or a bad argument
+//	case err != nil: // no decision: see When Redis fails; or a bad argument
 //	case !res.Allowed: // over the limit: retry after res.RetryAfter
 //	}
 //

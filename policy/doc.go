@@ -58,23 +58,57 @@
 // Each Redis round trip has a timeout (100 ms by default). When Redis is
 // down or slow, by default (WithFailLocal) each process decides in memory,
 // at its share of the rate, with the same keys, headers and 429s;
-// WithFailOpen serves requests; WithFailClosed answers 503. Local overload
-// (core.ErrOverloaded: more decisions waiting for Redis than the Client
-// allows) is decided in memory, or, under fail open or closed, shed with a
-// 429. No decision hangs a request, and no error text reaches a response.
+// WithFailOpen serves requests; WithFailClosed answers 503. No decision
+// hangs a request, and no error text reaches a response.
+//
+// The local fallback starts, once (the observer's Fallback and one log
+// line), when the core says that Redis fails (core.ErrUnavailable): from
+// then on the core.Client fails calls at once but for its probes, one a
+// second. It ends with the first answer Redis gives to a call sent after
+// the last failure; a denial from the core's local denial cache is no
+// answer of Redis's. What the fallback granted goes into a ledger, and from
+// there into the limiter's log in Redis (core.Limiter.Charge), each grant at
+// its own time, even past the rate (a debt that later requests pay by
+// waiting): a limiter's grants before its first decision once Redis
+// answers, the rest from a goroutine that ends when the ledger is empty.
+// Refunds and settles that could not be sent wait there too, and go when
+// Redis can take them. Entries are dropped once their window has passed,
+// and a policy keeps at most 100 000.
+//
+// This process's own load is no Redis failure, and does not start the
+// fallback: a call that was never sent (core.ErrOverloaded) is decided in
+// memory, or, under fail open or closed, shed with a 429; a call sent and
+// answered too late for its request is decided by the failure policy
+// under its own grant, so that its script, should it run late, and a local
+// grant count once, and a request refused meanwhile leaves a refund of it.
+// In wait mode, a request in either case asks again within its maximum
+// wait.
+//
+// # Settling the real cost
+//
+// A request whose cost is known only once it ran (the tokens of a
+// completion, the bytes of an export) reserves a cost with WithCost or
+// WithCostFunc, and its handler reports the real one with Settle. When the
+// handler returns, Done settles the request's grant to it, once (core's
+// Limiter.Settle): fewer permits give the difference back, more charge the
+// difference, even past the rate, a debt that the client's next requests
+// pay by waiting. A request given back by a refund rule or a later limit's
+// refusal is not settled. The headers, sent before the handler ran, show
+// the reservation.
 //
 // # The limits of one request
 //
 // Several policies may limit one request (a global limit and a route's).
 // The first one applied to a request keeps what they share in the
-// request's context: once a round trip to Redis failed, the later ones
-// decide without waiting for Redis again, so the request answers within one
-// timeout; when a later one refuses the request, the earlier ones give
+// request's context: once a round trip to Redis failed, or got no answer in
+// time, the later ones decide without waiting for Redis again (but for a
+// late answer, in wait mode), so the request answers within one timeout; when a later one refuses the request, the earlier ones give
 // their grants back (Decision.Done), so it takes nothing from them; and the
 // response carries every policy's RateLimit item and the X-RateLimit-*
 // headers of the policy that refused it, or else of the one with the fewest
 // permits left. Done also gives a grant back when the response status
-// matches WithRefund.
+// matches WithRefund, and otherwise settles it to the cost reported with
+// Settle, if any.
 //
 // # Headers
 //
