@@ -31,55 +31,43 @@ import (
 // An Option configures the middleware.
 type Option func(*config)
 
-type config struct {
-	skip    middleware.Skipper
-	deny    echo.HandlerFunc
-	onError func(echo.Context, error) error
-}
+type config = native.Config[middleware.Skipper, echo.HandlerFunc, func(echo.Context, error) error]
 
 // WithSkip exempts the requests for which skip returns true.
-func WithSkip(skip middleware.Skipper) Option { return func(c *config) { c.skip = skip } }
+func WithSkip(skip middleware.Skipper) Option { return func(c *config) { c.Skip = skip } }
 
 // WithDenyHandler answers requests over the limit instead of the default
 // 429; the headers are set, and ResultFrom gives the decision.
-func WithDenyHandler(deny echo.HandlerFunc) Option { return func(c *config) { c.deny = deny } }
+func WithDenyHandler(deny echo.HandlerFunc) Option { return func(c *config) { c.Deny = deny } }
 
 // WithErrorHandler receives the errors the policy reports (Decision.Err)
 // instead of the log. If it returns an error or commits a response, that
 // stands; otherwise the policy's decision applies.
 func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
-	return func(c *config) { c.onError = onError }
+	return func(c *config) { c.OnError = onError }
 }
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
-	if p == nil {
-		panic("echorl.New: nil *policy.Policy")
-	}
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	cfg := native.Configure[config]("echorl", p, opts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if cfg.skip != nil && cfg.skip(c) {
+			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
 			}
 			d := p.Decide(&exchange{c})
 			switch {
-			case d.Err != nil && cfg.onError != nil:
-				if err := cfg.onError(c, d.Err); err != nil || c.Response().Committed {
+			case d.Err != nil && cfg.OnError != nil:
+				if err := cfg.OnError(c, d.Err); err != nil || c.Response().Committed {
 					return err
 				}
 			case d.Err != nil:
 				p.LogError(c.Request().Context(), d.Err)
 			}
 			switch {
-			case d.Status == http.StatusTooManyRequests && cfg.deny != nil:
+			case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
 				c.Set(resultKey, d.Result)
-				return cfg.deny(c)
+				return cfg.Deny(c)
 			case d.Status != 0:
 				return &echo.HTTPError{Code: d.Status, Message: problem{d.Status, d.Body}}
 			}

@@ -29,55 +29,43 @@ import (
 // An Option configures the middleware.
 type Option func(*config)
 
-type config struct {
-	skip    func(fiber.Ctx) bool
-	deny    fiber.Handler
-	onError func(fiber.Ctx, error) error
-}
+type config = native.Config[func(fiber.Ctx) bool, fiber.Handler, func(fiber.Ctx, error) error]
 
 // WithSkip exempts the requests for which skip returns true.
-func WithSkip(skip func(fiber.Ctx) bool) Option { return func(c *config) { c.skip = skip } }
+func WithSkip(skip func(fiber.Ctx) bool) Option { return func(c *config) { c.Skip = skip } }
 
 // WithDenyHandler answers requests over the limit instead of the default
 // 429; the headers are set, and ResultFrom gives the decision.
-func WithDenyHandler(deny fiber.Handler) Option { return func(c *config) { c.deny = deny } }
+func WithDenyHandler(deny fiber.Handler) Option { return func(c *config) { c.Deny = deny } }
 
 // WithErrorHandler receives the errors the policy reports (Decision.Err)
 // instead of the log. If it returns an error or sets a status or body,
 // that stands; otherwise the policy's decision applies.
 func WithErrorHandler(onError func(c fiber.Ctx, err error) error) Option {
-	return func(c *config) { c.onError = onError }
+	return func(c *config) { c.OnError = onError }
 }
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) fiber.Handler {
-	if p == nil {
-		panic("fiber3rl.New: nil *policy.Policy")
-	}
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	cfg := native.Configure[config]("fiber3rl", p, opts)
 	return func(c fiber.Ctx) error {
-		if cfg.skip != nil && cfg.skip(c) {
+		if cfg.Skip != nil && cfg.Skip(c) {
 			return c.Next()
 		}
 		d := p.Decide(exchange{c})
 		switch {
-		case d.Err != nil && cfg.onError != nil:
+		case d.Err != nil && cfg.OnError != nil:
 			status, size := c.Response().StatusCode(), len(c.Response().Body())
-			if err := cfg.onError(c, d.Err); err != nil || c.Response().StatusCode() != status || len(c.Response().Body()) != size {
+			if err := cfg.OnError(c, d.Err); err != nil || c.Response().StatusCode() != status || len(c.Response().Body()) != size {
 				return err
 			}
 		case d.Err != nil:
 			p.LogError(c.Context(), d.Err)
 		}
 		switch {
-		case d.Status == fiber.StatusTooManyRequests && cfg.deny != nil:
+		case d.Status == fiber.StatusTooManyRequests && cfg.Deny != nil:
 			c.Locals(resultKey{}, d.Result)
-			return cfg.deny(c)
+			return cfg.Deny(c)
 		case d.Status != 0:
 			// Copied, not sent with c.Send: the body is shared.
 			c.Status(d.Status).Set(fiber.HeaderContentType, policy.ProblemContentType)

@@ -34,46 +34,34 @@ import (
 // An Option configures the middleware.
 type Option func(*config)
 
-type config struct {
-	skip    func(*gin.Context) bool
-	deny    gin.HandlerFunc
-	onError func(*gin.Context, error)
-}
+type config = native.Config[func(*gin.Context) bool, gin.HandlerFunc, func(*gin.Context, error)]
 
 // WithSkip exempts the requests for which skip returns true.
-func WithSkip(skip func(*gin.Context) bool) Option { return func(c *config) { c.skip = skip } }
+func WithSkip(skip func(*gin.Context) bool) Option { return func(c *config) { c.Skip = skip } }
 
 // WithDenyHandler answers requests over the limit instead of the default
 // 429; the headers are set, and ResultFrom gives the decision.
-func WithDenyHandler(deny gin.HandlerFunc) Option { return func(c *config) { c.deny = deny } }
+func WithDenyHandler(deny gin.HandlerFunc) Option { return func(c *config) { c.Deny = deny } }
 
 // WithErrorHandler receives the errors the policy reports (Decision.Err)
 // instead of the log. If it aborts or writes a response, that stands;
 // otherwise the policy's decision applies.
 func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
-	return func(c *config) { c.onError = onError }
+	return func(c *config) { c.OnError = onError }
 }
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
-	if p == nil {
-		panic("ginrl.New: nil *policy.Policy")
-	}
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	cfg := native.Configure[config]("ginrl", p, opts)
 	return func(c *gin.Context) {
-		if cfg.skip != nil && cfg.skip(c) {
+		if cfg.Skip != nil && cfg.Skip(c) {
 			c.Next()
 			return
 		}
 		d := p.Decide(exchange{c})
 		switch {
-		case d.Err != nil && cfg.onError != nil:
-			if cfg.onError(c, d.Err); c.IsAborted() || c.Writer.Written() {
+		case d.Err != nil && cfg.OnError != nil:
+			if cfg.OnError(c, d.Err); c.IsAborted() || c.Writer.Written() {
 				c.Abort()
 				return
 			}
@@ -81,9 +69,9 @@ func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
 			p.LogError(c.Request.Context(), d.Err)
 		}
 		switch {
-		case d.Status == http.StatusTooManyRequests && cfg.deny != nil:
+		case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
 			c.Set(resultKey{}, d.Result)
-			cfg.deny(c)
+			cfg.Deny(c)
 			c.Abort()
 		case d.Status != 0:
 			c.Data(d.Status, policy.ProblemContentType, d.Body)

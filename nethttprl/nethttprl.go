@@ -30,57 +30,45 @@ import (
 // An Option configures the middleware.
 type Option func(*config)
 
-type config struct {
-	skip    func(*http.Request) bool
-	deny    http.Handler
-	onError func(http.ResponseWriter, *http.Request, error)
-}
+type config = native.Config[func(*http.Request) bool, http.Handler, func(http.ResponseWriter, *http.Request, error)]
 
 // WithSkip exempts the requests for which skip returns true.
-func WithSkip(skip func(*http.Request) bool) Option { return func(c *config) { c.skip = skip } }
+func WithSkip(skip func(*http.Request) bool) Option { return func(c *config) { c.Skip = skip } }
 
 // WithDenyHandler answers requests over the limit instead of the default
 // 429; the headers are set, and ResultFrom gives the decision.
-func WithDenyHandler(deny http.Handler) Option { return func(c *config) { c.deny = deny } }
+func WithDenyHandler(deny http.Handler) Option { return func(c *config) { c.Deny = deny } }
 
 // WithErrorHandler receives the errors the policy reports (Decision.Err)
 // instead of the log. If it writes a response, that stands; otherwise the
 // policy's decision applies.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error)) Option {
-	return func(c *config) { c.onError = onError }
+	return func(c *config) { c.OnError = onError }
 }
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) func(http.Handler) http.Handler {
-	if p == nil {
-		panic("nethttprl.New: nil *policy.Policy")
-	}
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
+	cfg := native.Configure[config]("nethttprl", p, opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if cfg.skip != nil && cfg.skip(r) {
+			if cfg.Skip != nil && cfg.Skip(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			x := &exchange{w: w, r: r}
 			d := p.Decide(x)
 			switch {
-			case d.Err != nil && cfg.onError != nil:
+			case d.Err != nil && cfg.OnError != nil:
 				sw := &writer{ResponseWriter: w}
-				if cfg.onError(sw, x.r, d.Err); sw.status != 0 {
+				if cfg.OnError(sw, x.r, d.Err); sw.status != 0 {
 					return
 				}
 			case d.Err != nil:
 				p.LogError(x.r.Context(), d.Err)
 			}
 			switch {
-			case d.Status == http.StatusTooManyRequests && cfg.deny != nil:
-				cfg.deny.ServeHTTP(w, x.r.WithContext(context.WithValue(x.r.Context(), resultKey{}, d.Result)))
+			case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
+				cfg.Deny.ServeHTTP(w, x.r.WithContext(context.WithValue(x.r.Context(), resultKey{}, d.Result)))
 			case d.Status != 0:
 				w.Header().Set("Content-Type", policy.ProblemContentType)
 				w.WriteHeader(d.Status)

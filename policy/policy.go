@@ -253,7 +253,7 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 			if lost(err) {
 				p.addRefund(name, d.prep, r.Grant)
 			}
-			if sleep(ctx, overloadRetry) != nil {
+			if !pause(ctx) {
 				break
 			}
 			waited = true
@@ -302,15 +302,14 @@ func lost(err error) bool {
 		!errors.Is(err, core.ErrUnavailable)
 }
 
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// pause waits before a busy call is tried again, and reports false if ctx
+// ends first.
+func pause(ctx context.Context) bool {
 	select {
-	case <-t.C:
-		return nil
+	case <-time.After(overloadRetry):
+		return true
 	case <-ctx.Done():
-		return ctx.Err()
+		return false
 	}
 }
 

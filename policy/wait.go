@@ -69,7 +69,7 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 			if lost(err) {
 				p.addRefund(key, prep, got.Grant)
 			}
-			if sleep(ctx, overloadRetry) != nil {
+			if !pause(ctx) {
 				return r, false, nil
 			}
 			continue

@@ -41,10 +41,8 @@ func (h Slow) wait(ctx context.Context) error {
 		time.Sleep(h.Delay)
 		return nil
 	}
-	t := time.NewTimer(h.Delay)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(h.Delay):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

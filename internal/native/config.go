@@ -1,0 +1,28 @@
+package native
+
+import "github.com/redlimit/redlimit/policy"
+
+// Config is what an adapter's options set: which requests the middleware
+// skips (S, a predicate of the framework's request), what answers the
+// requests over the limit (D, a handler) and what receives the policy's
+// errors (E).
+type Config[S, D, E any] struct {
+	Skip    S
+	Deny    D
+	OnError E
+}
+
+// Configure returns the configuration that opts set, for pkg's middleware
+// applying p; nil options are ignored. It panics if p is nil.
+func Configure[T any, O ~func(*T)](pkg string, p *policy.Policy, opts []O) T {
+	if p == nil {
+		panic(pkg + ".New: nil *policy.Policy")
+	}
+	var cfg T
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return cfg
+}
