@@ -289,10 +289,13 @@ func checkNode(ctx context.Context, rdb *redis.Client) error {
 		return checkError(addr, "PING", err)
 	}
 	role, err := rdb.Do(ctx, "ROLE").Slice()
-	if err != nil {
+	switch msg := fmt.Sprint(err); {
+	case strings.HasPrefix(msg, "ERR unknown command"), strings.HasPrefix(msg, "NOPERM"):
+		// A server without ROLE, or a user not allowed it: the role is
+		// not known, and the scripts will say if it takes no writes.
+	case err != nil:
 		return checkError(addr, "ROLE", err)
-	}
-	if len(role) > 0 && role[0] != "master" {
+	case len(role) > 0 && role[0] != "master":
 		return fmt.Errorf("%w: %s is a read-only replica (ROLE %v): give the Client its master, or a Sentinel (failover) or Cluster client", ErrUnavailable, addr, role[0])
 	}
 	return checkScripts(ctx, rdb, addr)
@@ -320,7 +323,7 @@ func checkError(addr, command string, err error) error {
 	case strings.HasPrefix(msg, "WRONGPASS"):
 		return fmt.Errorf("%w: %s refused the username or password: %w", ErrUnavailable, addr, err)
 	case strings.HasPrefix(msg, "NOPERM"):
-		return fmt.Errorf("%w: %s does not let this user run %s: grant it (the Client needs PING, ROLE, SCRIPT, EVALSHA and EVAL): %w", ErrUnavailable, addr, command, err)
+		return fmt.Errorf("%w: %s does not let this user run %s: grant it (the Client needs PING, SCRIPT, EVALSHA and EVAL): %w", ErrUnavailable, addr, command, err)
 	case strings.HasPrefix(msg, "ERR unknown command"):
 		return fmt.Errorf("%w: %s has %s disabled (renamed or removed): the Client needs scripting (SCRIPT, EVALSHA and EVAL): %w", ErrUnavailable, addr, command, err)
 	case strings.HasPrefix(msg, "LOADING"):

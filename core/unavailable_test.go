@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -119,6 +120,19 @@ func TestCheckSaysWhatIsWrong(t *testing.T) {
 	err = check(&redis.Options{Addr: replica.Addr})
 	assert.ErrorIs(t, err, core.ErrUnavailable)
 	assert.ErrorContains(t, err, "is a read-only replica")
+
+	noRole := start("--rename-command", "ROLE", `""`)
+	assert.NoError(t, check(&redis.Options{Addr: noRole.Addr}), "a server without ROLE: its role is not known")
+	assert.NoError(t, check(&redis.Options{Addr: miniredis.RunT(t).Addr()}), "the examples' embedded Redis")
+
+	_, err = plain.CLI("acl", "setuser", "norole", "on", ">pw", "~*", "+@all", "-role")
+	require.NoError(t, err)
+	assert.NoError(t, check(&redis.Options{Addr: plain.Addr, Username: "norole", Password: "pw"}), "a user not allowed ROLE")
+	_, err = plain.CLI("acl", "setuser", "noscript", "on", ">pw", "~*", "+@all", "-script")
+	require.NoError(t, err)
+	err = check(&redis.Options{Addr: plain.Addr, Username: "noscript", Password: "pw"})
+	assert.ErrorIs(t, err, core.ErrUnavailable)
+	assert.ErrorContains(t, err, "does not let this user run SCRIPT LOAD: grant it")
 
 	noScripts := start("--rename-command", "SCRIPT", `""`)
 	err = check(&redis.Options{Addr: noScripts.Addr})
