@@ -266,12 +266,13 @@ func (sc *scriptCall) finish(err error) {
 // The batcher also tells failures apart. A call whose deadline comes while
 // it is still queued, never sent, while round trips went on ending, fails
 // with ErrOverloaded: this process's overload, not Redis's failure (with no
-// round trip ending meanwhile, Redis is what it waited for). A round trip that was sent and
-// failed (a network error, a timeout of at least its calls' own timeout, or
-// Redis refusing to decide: see refusal) means Redis is failing: from then
-// on, calls fail at once with ErrUnavailable, but for the probes, which are
-// sent: the first call at once (a lone slow answer is no outage), then one
-// a second; the first round trip that succeeds ends it.
+// round trip ending meanwhile, Redis is what it waited for). A round trip
+// that was sent and failed (a network error, a timeout past the grace while
+// Redis answered nothing else, or Redis refusing to decide: see refusal)
+// means Redis is failing: from then on, calls fail at once with
+// ErrUnavailable, but for the probes, which are sent: the first call at
+// once (a lone slow answer is no outage), then one a second; the first
+// round trip that succeeds ends it.
 type batcher struct {
 	c        *Client
 	max      int // round trips in flight at once; 0: no bound, no queue
@@ -286,6 +287,7 @@ type batcher struct {
 	probeAt  atomic.Int64          // unix nanos from which one call may probe
 	failErr  atomic.Pointer[error] // what calls fail with meanwhile
 	lastDone atomic.Int64          // unix nanos when a round trip last ended
+	lastOK   atomic.Int64          // unix nanos when one last succeeded
 }
 
 // maxBatch bounds the calls of one pipeline.
@@ -390,12 +392,14 @@ func (b *batcher) admit() (probe, ok bool) {
 // failing; a failure of Redis starts it, or, from a probe, makes the next
 // wait a second. A round trip that got no answer in its callers' time only
 // makes the next ones wait longer (on a runner, graced), to tell a failing
-// Redis from a busy process.
+// Redis from a busy process; one that got none in that time either counts
+// only if Redis answers nothing else (see answers).
 func (b *batcher) report(err error, start time.Time, calls []*call, graced bool) {
 	now := time.Now()
 	b.lastDone.Store(now.UnixNano())
 	switch {
 	case err == nil:
+		b.lastOK.Store(now.UnixNano())
 		if b.suspect.Load() {
 			b.suspect.Store(false)
 		}
@@ -421,7 +425,7 @@ func (b *batcher) report(err error, start time.Time, calls []*call, graced bool)
 		if now.Sub(start) < least {
 			return
 		}
-		if !graced {
+		if !graced || !b.failing.Load() && b.answers(start, calls[0].l) {
 			b.suspect.Store(true)
 			return
 		}
@@ -436,6 +440,19 @@ func (b *batcher) report(err error, start time.Time, calls []*call, graced bool)
 	case start.UnixNano() >= b.since.Load():
 		b.probeAt.Store(now.Add(probeEvery).UnixNano()) // a probe failed
 	}
+}
+
+// answers reports whether Redis answered a round trip ended after start,
+// or answers a read of l's key now, within roundTripGrace: a round trip
+// waited past that grace may be this process's, starved of CPU (a reply
+// read after its deadline is lost, however soon it came), and not Redis's.
+func (b *batcher) answers(start time.Time, l *Limiter) bool {
+	if b.lastOK.Load() > start.UnixNano() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), roundTripGrace)
+	defer cancel()
+	return b.c.rdb.Exists(ctx, l.keys[0]).Err() == nil
 }
 
 // next hands the ending round trip's slot to the queue, if any.

@@ -203,9 +203,10 @@ func (l *ledger) prune() {
 }
 
 // pay writes what limiter name owes into Redis: its grants still in their
-// window, then its settles and refunds (of grants that may be among them,
-// or whose script ran late). On failure what is left is put back, and the
-// error returned.
+// window, then its settles and its refunds (of grants that may be among
+// them, or whose script ran late) once due (see lateScripts). What is not
+// due, or is left after a write failed, is put back; the failure is
+// returned.
 func (p *Policy) pay(ctx context.Context, name string, o *owed) error {
 	o.prune(time.Now())
 	lim := p.client.Limiter(name, o.prep.limOpts...)
@@ -227,15 +228,31 @@ func (p *Policy) pay(ctx context.Context, name string, o *owed) error {
 		}
 		o.settles = o.settles[1:]
 	}
+	due := time.Now().Add(-min(lateScripts, o.prep.rate.Interval/2)).UnixNano()
+	var later []owedGrant
 	for len(o.refunds) > 0 {
-		if _, err := lim.Refund(ctx, o.refunds[0].grant); err != nil {
+		if g := o.refunds[0]; g.at > due {
+			later = append(later, g)
+		} else if _, err := lim.Refund(ctx, g.grant); err != nil {
+			o.refunds = append(o.refunds, later...)
 			p.ledger.putBack(name, o)
 			return err
 		}
 		o.refunds = o.refunds[1:]
 	}
+	if len(later) > 0 {
+		p.ledger.putBack(name, &owed{prep: o.prep, refunds: later})
+	}
 	return nil
 }
+
+// lateScripts is how long after its caller gave up a call's script may
+// still run: its round trip goes out up to the Client's grace of a second
+// past the caller's deadline, and Redis runs it as it comes. A refund in
+// the ledger waits that long (at most half its limiter's window) so that it
+// comes after the late grant it may give back: a refund finds only a grant
+// already in the log, and a grant that comes after it would count.
+const lateScripts = 2 * time.Second
 
 // flush writes the ledger into Redis until it is empty.
 func (p *Policy) flush() {
