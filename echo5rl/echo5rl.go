@@ -52,7 +52,7 @@ func WithErrorHandler(onError func(c *echo.Context, err error) error) Option {
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
-	cfg := native.Configure[config]("echo5rl", p, opts)
+	cfg := native.Configure[config]("echo5rl.New", p, opts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
 			if cfg.Skip != nil && cfg.Skip(c) {

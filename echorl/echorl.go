@@ -49,7 +49,7 @@ func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
-	cfg := native.Configure[config]("echorl", p, opts)
+	cfg := native.Configure[config]("echorl.New", p, opts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if cfg.Skip != nil && cfg.Skip(c) {

@@ -47,7 +47,7 @@ func WithErrorHandler(onError func(c fiber.Ctx, err error) error) Option {
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) fiber.Handler {
-	cfg := native.Configure[config]("fiber3rl", p, opts)
+	cfg := native.Configure[config]("fiber3rl.New", p, opts)
 	return func(c fiber.Ctx) error {
 		if cfg.Skip != nil && cfg.Skip(c) {
 			return c.Next()

@@ -52,7 +52,7 @@ func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
-	cfg := native.Configure[config]("ginrl", p, opts)
+	cfg := native.Configure[config]("ginrl.New", p, opts)
 	return func(c *gin.Context) {
 		if cfg.Skip != nil && cfg.Skip(c) {
 			c.Next()

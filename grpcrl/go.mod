@@ -5,6 +5,7 @@ go 1.25.0
 replace github.com/redlimit/redlimit => ../
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
@@ -15,6 +16,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.57.0 // indirect

@@ -1,18 +1,13 @@
 // Package grpcrl applies redlimit policies (package policy) to gRPC server
 // calls, and paces client calls with a core.Limiter. A call's key is by
-// default its peer's IP; key functions see incoming metadata as headers
-// (keyfunc.APIKey("x-api-key")), context values, the full method as the
-// route and "POST" as the method. A stream is decided once, at its start.
-// The rate limit fields go out as header metadata in lower case; under
-// several policies, a field's last value is the call's. A refusal carries
-// the policy's problem detail: over the limit, codes.ResourceExhausted with
-// a RetryInfo (Retry-After's delay) and a QuotaFailure naming the policy
-// (package errdetails); a cost above the rate, the same without RetryInfo;
-// no key, codes.PermissionDenied; a bad cost, codes.InvalidArgument; fail
-// closed, codes.Unavailable. policy.WithRefund sees a served call's code as
-// OK 200, InvalidArgument 400, Unauthenticated 401, PermissionDenied 403,
-// NotFound 404, ResourceExhausted 429, Unimplemented 501, Unavailable 503,
-// DeadlineExceeded 504, other 500. A nil policy panics at once.
+// default its peer's IP; key functions see incoming metadata as headers,
+// the full method as the route and "POST" as the method. A stream is
+// decided once, at its start. The rate limit fields go out as lower-case
+// header metadata. Over the limit, a call fails with ResourceExhausted, a
+// RetryInfo and a QuotaFailure naming the policy; a cost above the rate, the
+// same without RetryInfo; no key, PermissionDenied; a bad cost,
+// InvalidArgument; fail closed, Unavailable. policy.WithRefund sees a served
+// call's code as its HTTP status (NotFound 404, Unavailable 503, ...).
 package grpcrl
 
 import (
@@ -34,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/native"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -45,24 +41,21 @@ type config struct {
 	onErr func(ctx context.Context, err error)
 }
 
-// WithErrorHandler receives the errors that a server interceptor's policy
-// reports (Decision.Err) instead of the log.
+// WithErrorHandler receives the errors of the policy (Decision.Err), instead
+// of the log, or of the client interceptor's limiter.
 func WithErrorHandler(f func(context.Context, error)) Option { return func(c *config) { c.onErr = f } }
 
-func newConfig(p *policy.Policy, opts []Option) config {
-	if p == nil {
-		panic("grpcrl: nil *policy.Policy")
+func newServer(fn string, p *policy.Policy, opts []Option) *config {
+	c := native.Configure[config]("grpcrl."+fn, p, opts)
+	if c.p = p; c.onErr == nil {
+		c.onErr = p.LogError
 	}
-	c := config{p: p, onErr: p.LogError}
-	for _, o := range opts {
-		o(&c)
-	}
-	return c
+	return &c
 }
 
 // UnaryServerInterceptor returns an interceptor that applies p to calls.
 func UnaryServerInterceptor(p *policy.Policy, opts ...Option) grpc.UnaryServerInterceptor {
-	c := newConfig(p, opts)
+	c := newServer("UnaryServerInterceptor", p, opts)
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
 		err = c.serve(ctx, grpc.SetHeader, func(ctx context.Context) error { resp, err = next(ctx, req); return err })
 		return resp, err
@@ -71,7 +64,7 @@ func UnaryServerInterceptor(p *policy.Policy, opts ...Option) grpc.UnaryServerIn
 
 // StreamServerInterceptor returns an interceptor that applies p to streams.
 func StreamServerInterceptor(p *policy.Policy, opts ...Option) grpc.StreamServerInterceptor {
-	c := newConfig(p, opts)
+	c := newServer("StreamServerInterceptor", p, opts)
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
 		return c.serve(ss.Context(), func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) },
 			func(ctx context.Context) error { return next(srv, &stream{ss, ctx}) })
@@ -105,17 +98,16 @@ func refusal(d policy.Decision) error {
 	var problem struct{ Detail string }
 	_ = json.Unmarshal(d.Body, &problem) // the policy's own problem+json
 	s := status.New(cmp.Or(refusalCodes[d.Status], codes.Unknown), problem.Detail)
-	var details []protoadapt.MessageV1
-	if d.Status == http.StatusTooManyRequests { // the wait, rounded up to the second as Retry-After
-		wait := max((d.Result.RetryAfter+time.Second-1)/time.Second, 1) * time.Second
-		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
-	}
 	if s.Code() == codes.ResourceExhausted {
-		details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{
-			{Subject: d.Policy, Description: problem.Detail}}})
-	}
-	if withDetails, err := s.WithDetails(details...); err == nil {
-		s = withDetails
+		details := []protoadapt.MessageV1{&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{
+			{Subject: d.Policy, Description: problem.Detail}}}}
+		if d.Status == http.StatusTooManyRequests { // the wait, rounded up to the second as Retry-After
+			wait := max((d.Result.RetryAfter+time.Second-1)/time.Second, 1) * time.Second
+			details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
+		}
+		if withDetails, err := s.WithDetails(details...); err == nil {
+			s = withDetails
+		}
 	}
 	return s.Err()
 }
@@ -131,17 +123,24 @@ var (
 // UnaryClientInterceptor returns an interceptor that makes each call wait for
 // a permit of l (l.Acquire). A call without one by its deadline is not sent:
 // it fails with its context's code, or Unavailable when Redis fails.
-func UnaryClientInterceptor(l *core.Limiter, _ ...Option) grpc.UnaryClientInterceptor {
+func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInterceptor {
+	if l == nil {
+		panic("grpcrl.UnaryClientInterceptor: nil *core.Limiter")
+	}
+	c := native.Apply[config](opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker,
 		o ...grpc.CallOption) error {
-		if err := l.Acquire(ctx, 1); err != nil {
-			code := status.FromContextError(err).Code()
-			if code == codes.Unknown || errors.Is(err, core.ErrUnavailable) {
-				code = codes.Unavailable
-			}
-			return status.Error(code, "grpcrl: no permit for the call from its rate limiter")
+		err := l.Acquire(ctx, 1)
+		if err == nil {
+			return invoke(ctx, method, req, reply, cc, o...)
+		} else if c.onErr != nil {
+			c.onErr(ctx, err)
 		}
-		return invoke(ctx, method, req, reply, cc, o...)
+		code := status.FromContextError(err).Code()
+		if code == codes.Unknown || errors.Is(err, core.ErrUnavailable) {
+			code = codes.Unavailable
+		}
+		return status.Error(code, "grpcrl: no permit for the call from its rate limiter")
 	}
 }
 

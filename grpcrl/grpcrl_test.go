@@ -628,6 +628,6 @@ func TestClientRefuses(t *testing.T) {
 
 // A nil policy is a mistake in the program: the interceptors panic at once.
 func TestNilPolicyPanics(t *testing.T) {
-	assert.PanicsWithValue(t, "grpcrl: nil *policy.Policy", func() { grpcrl.UnaryServerInterceptor(nil) })
-	assert.PanicsWithValue(t, "grpcrl: nil *policy.Policy", func() { grpcrl.StreamServerInterceptor(nil) })
+	assert.PanicsWithValue(t, "grpcrl.UnaryServerInterceptor: nil *policy.Policy", func() { grpcrl.UnaryServerInterceptor(nil) })
+	assert.PanicsWithValue(t, "grpcrl.StreamServerInterceptor: nil *policy.Policy", func() { grpcrl.StreamServerInterceptor(nil) })
 }

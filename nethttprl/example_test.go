@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlimit/redlimit/core"
@@ -78,6 +79,28 @@ func Example() {
 	mux.HandleFunc("GET /{$}", handleHome)
 	fmt.Println("POST /login:", send(handler, http.MethodPost, "/login", 6))
 	fmt.Println("GET /:", send(handler, http.MethodGet, "/", 100))
+	// Output:
+	// POST /login: 5 x 200, 1 x 429
+	// GET /: 95 x 200, 5 x 429
+}
+
+// Under chi, the middleware goes in r.Use for every route, and in r.With
+// (or in Use inside r.Group) for some: there chi has routed the request,
+// and route keys (keyfunc.Route) see its pattern.
+func Example_chi() {
+	client, mr := exampleClient()
+	defer mr.Close()
+
+	global := policy.MustNew(client, "global", core.PerMinute(100)) // per client IP
+	login := policy.MustNew(client, "login", core.PerMinute(5), policy.WithWait(3*time.Second))
+
+	r := chi.NewRouter()
+	r.Use(nethttprl.New(global))
+	r.With(nethttprl.New(login)).Post("/login", handleLogin)
+
+	r.Get("/", handleHome)
+	fmt.Println("POST /login:", send(r, http.MethodPost, "/login", 6))
+	fmt.Println("GET /:", send(r, http.MethodGet, "/", 100))
 	// Output:
 	// POST /login: 5 x 200, 1 x 429
 	// GET /: 95 x 200, 5 x 429

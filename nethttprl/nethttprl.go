@@ -48,7 +48,7 @@ func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err e
 
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) func(http.Handler) http.Handler {
-	cfg := native.Configure[config]("nethttprl", p, opts)
+	cfg := native.Configure[config]("nethttprl.New", p, opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if cfg.Skip != nil && cfg.Skip(r) {

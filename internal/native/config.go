@@ -12,12 +12,18 @@ type Config[S, D, E any] struct {
 	OnError E
 }
 
-// Configure returns the configuration that opts set, for pkg's middleware
-// applying p; nil options are ignored. It panics if p is nil.
-func Configure[T any, O ~func(*T)](pkg string, p *policy.Policy, opts []O) T {
+// Configure returns the configuration that opts set, for the middleware
+// that fn (such as "ginrl.New") makes to apply p; nil options are ignored.
+// It panics if p is nil.
+func Configure[T any, O ~func(*T)](fn string, p *policy.Policy, opts []O) T {
 	if p == nil {
-		panic(pkg + ".New: nil *policy.Policy")
+		panic(fn + ": nil *policy.Policy")
 	}
+	return Apply(opts)
+}
+
+// Apply returns the configuration that opts set; nil options are ignored.
+func Apply[T any, O ~func(*T)](opts []O) T {
 	var cfg T
 	for _, o := range opts {
 		if o != nil {
