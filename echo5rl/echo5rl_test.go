@@ -57,7 +57,7 @@ func TestConformanceCluster(t *testing.T) { conformance.RunCluster(t, adapter) }
 
 func TestHostileInput(t *testing.T) { conformance.RunHostile(t, adapter) }
 
-// TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
+// TestBurst: 6 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
 	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {

@@ -78,7 +78,7 @@ func TestHostileInputDefaultReadBuffer(t *testing.T) {
 	conformance.RunHostile(t, a)
 }
 
-// TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
+// TestBurst: 6 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst). The fiber app runs in this
 // process behind Fiber's net/http adaptor, which gives it each request's
 // RemoteAddr as the peer.

@@ -128,7 +128,7 @@ func TestResultFrom(t *testing.T) {
 	}
 }
 
-// TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
+// TestBurst: 6 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
 	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {

@@ -115,7 +115,7 @@ func TestNewClientChurnLeavesNothing(t *testing.T) {
 	conformance.ChurnMemory(t, adapter, 20_000, 32)
 }
 
-// TestBurst: 2 000 concurrent requests on a wait-mode login limit do not
+// TestBurst: 6 000 concurrent requests on a wait-mode login limit do not
 // turn it off (see conformance.RunBurst).
 func TestBurst(t *testing.T) {
 	conformance.RunBurst(t, func(ps []*policy.Policy, onError func(string)) http.Handler {

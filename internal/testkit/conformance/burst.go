@@ -23,11 +23,11 @@ import (
 )
 
 // A burst on a healthy Redis: a global limit of 100 per 10 s per client
-// address, then a login limit of 1 per 2 s in wait mode up to 3 s; 250
-// addresses send 8 requests each, all at once (2 000 concurrent requests),
+// address, then a login limit of 1 per 2 s in wait mode up to 3 s; 750
+// addresses send 8 requests each, all at once (6 000 concurrent requests),
 // on a real redis-server.
 const (
-	burstAddresses = 250
+	burstAddresses = 750
 	burstPerAddr   = 8
 	burstInterval  = 2 * time.Second
 	burstMaxWait   = 3 * time.Second
