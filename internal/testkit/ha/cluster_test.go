@@ -1,17 +1,18 @@
 package ha_test
 
 import (
-	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/slot"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/observe"
 )
 
 const prefix = "ha:"
@@ -39,13 +40,13 @@ type clusterLoad struct {
 	onVictim, elsewhere map[target]bool
 }
 
-// loadCluster starts the app on c through rc and steady load on it, the hot
-// user u0 on /open taking a third of it, and waits until every key got a
-// decision.
-func loadCluster(t *testing.T, c *redistest.Cluster, rc *redis.ClusterClient, opts ...core.Option) *clusterLoad {
+// loadCluster starts the app on c through rc, whose round trips tr
+// records, and steady load on it, the hot user u0 on /open taking a third
+// of it, and waits until every key got a decision.
+func loadCluster(t *testing.T, c *redistest.Cluster, rc *redis.ClusterClient, tr *trips, opts ...core.Option) *clusterLoad {
 	cl, err := core.New(rc, append([]core.Option{core.WithKeyPrefix(prefix)}, opts...)...)
 	require.NoError(t, err)
-	x := &clusterLoad{a: newApp(t, cl), onVictim: map[target]bool{}, elsewhere: map[target]bool{}}
+	x := &clusterLoad{a: newApp(t, cl, tr, true), onVictim: map[target]bool{}, elsewhere: map[target]bool{}}
 	x.owners, err = c.Owners()
 	require.NoError(t, err)
 	hot := target{"open", "u0"}
@@ -100,8 +101,9 @@ func waitPromoted(t *testing.T, c *redistest.Cluster, victim *redistest.Server, 
 // replica is promoted, the requests on that master's keys follow the
 // failure policy without being held, and those on the other masters' keys
 // keep their decisions; after the promotion, decisions and limiting work
-// again through the same ClusterClient within moments, and a limiter
-// exhausted (and replicated) before the fault is still exhausted.
+// again through the same ClusterClient by each slot's next probe or the
+// one after, and a limiter exhausted (and replicated) before the fault is
+// still exhausted.
 //
 // go-redis (v9.23) by itself learns of a failover only from MOVED replies,
 // which a killed master never sends, or its periodic reload of the slot map
@@ -116,17 +118,17 @@ func TestClusterFailover(t *testing.T) {
 	t.Cleanup(c.Stop)
 	t.Logf("cluster of 3 masters and 3 replicas ready in %v", time.Since(began).Round(time.Millisecond))
 	rc := c.Client(t)
-	x := loadCluster(t, c, rc)
+	x := loadCluster(t, c, rc, (&trips{}).record(rc))
 
 	// Exhaust a strict limiter on the victim and let its replica get it.
 	exhausted := usersOn(x.owners, x.victim, "strict", 1)[0]
-	exhaust(t, x.a, exhausted)
+	exhaust(t, x.a, rc, exhausted)
 	require.NoError(t, redistest.WaitReplicated(x.victim, 5*time.Second))
 	time.Sleep(300 * time.Millisecond) // steady load before the fault
 	// And one exhausted just before the fault, with no wait for the
 	// replica: replication is asynchronous, so it may be lost.
 	late := usersOn(x.owners, x.victim, "strict", 3)[2]
-	exhaust(t, x.a, late)
+	exhaust(t, x.a, rc, late)
 
 	fault := time.Now()
 	require.NoError(t, x.victim.Stop())
@@ -142,40 +144,37 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("keys on the killed master: %v", o)
 	t.Logf("keys on the other masters: %v", elsewhere)
 	t.Logf("failed decisions by error: %s", x.a.errorKinds())
-	t.Logf("%d requests in %v; slowest of all %v (bound %v)", len(ss), ss[len(ss)-1].start.Sub(ss[0].start).Round(time.Millisecond),
-		slowest(ss).Round(time.Millisecond), maxHold)
+	t.Logf("%d requests in %v; slowest of all %v (bound %v, plus the process's stalls)", len(ss),
+		ss[len(ss)-1].start.Sub(ss[0].start).Round(time.Millisecond), slowest(ss).Round(time.Millisecond), maxHold)
 	require.True(t, back, "decisions on the killed master's keys came back within 20 s of the promotion (waited %v)", waited)
-	checkSamples(t, ss)
+	checkSamples(t, x.a, ss, fault)
 	require.Positive(t, o.failed, "the outage was seen by clients")
-	after := recoveryAfter(t, o, promoted, clusterRecovery)
-	t.Logf("decisions on the killed master's keys back %v after the promotion (bound %v)", after.Round(time.Millisecond), clusterRecovery)
+	checkRecovery(t, x.a, ss, x.onVictim, fault, fault.Add(promoted))
 	// Batches never span two hash slots, so no round trip of another
 	// master's keys waits on the dead one.
-	checkHealthy(t, x.a, elsewhere, x.elsewhere)
+	checkHealthy(t, x.a, ss, x.elsewhere, fault)
 
 	// Limiting on the promoted replica.
-	exhaust(t, x.a, usersOn(x.owners, x.victim, "strict", 2)[1])
-	// The limiter exhausted before the fault, seen by another instance of
-	// the application (no local denial cache): its state had reached the
-	// replica before the fault, so the promoted replica still has it.
+	exhaust(t, x.a, rc, usersOn(x.owners, x.victim, "strict", 2)[1])
+	// The limiter exhausted before the fault: its state had reached the
+	// replica before the fault, so the promoted replica's log still holds
+	// it, and another instance of the application (no local denial cache)
+	// is denied.
+	assert.Equal(t, strictRate.Permits, logged(t, rc, "strict", exhausted), "the promoted replica's log holds the grants made before the fault")
 	cl2, err := core.New(rc, core.WithKeyPrefix(prefix))
 	require.NoError(t, err)
-	a2 := newApp(t, cl2)
-	s := a2.get("strict", exhausted)
-	require.Equal(t, http.StatusTooManyRequests, s.status, "the limiter exhausted before the failover stays exhausted")
-	t.Logf("a limiter exhausted just before the fault, without waiting for the replica: %s", survived(a2.get("strict", late)))
+	a2 := newApp(t, cl2, x.a.trips, true)
+	require.Equal(t, observe.Denied, a2.redisDecision(t, exhausted), "the limiter exhausted before the failover stays exhausted")
+	t.Logf("a limiter exhausted just before the fault, without waiting for the replica: %s", survived(a2.redisDecision(t, late)))
 }
 
 // survived says whether a limiter exhausted before a failover was still
-// exhausted after it, from the answer to one more request.
-func survived(s sample) string {
-	switch {
-	case s.status == http.StatusTooManyRequests:
+// exhausted after it, from Redis's decision on one more request.
+func survived(o observe.Outcome) string {
+	if o == observe.Denied {
 		return "still exhausted (its state reached the replica)"
-	case s.decided:
-		return "granted again: its state was lost in the failover"
 	}
-	return "no decision: " + strconv.Itoa(s.status)
+	return "granted again: its state was lost in the failover"
 }
 
 // TestCoalescingKeepsShardsApart stops a master of a Redis Cluster with no
@@ -191,22 +190,21 @@ func TestCoalescingKeepsShardsApart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
 	rc := c.Client(t)
-	coalesced := loadCluster(t, c, rc)
-	single := loadCluster(t, c, rc, core.WithCoalescing(0))
+	tr := (&trips{}).record(rc)
+	coalesced := loadCluster(t, c, rc, tr)
+	single := loadCluster(t, c, rc, tr, core.WithCoalescing(0))
 	require.Equal(t, coalesced.victim, single.victim)
 	fault := time.Now()
 	require.NoError(t, coalesced.victim.Stop())
 	time.Sleep(3 * time.Second)
-	cs := coalesced.ld.Stop()
-	withCoalescing := measure(cs, coalesced.elsewhere, fault)
+	cs, ss := coalesced.ld.Stop(), single.ld.Stop()
+	t.Logf("keys on the masters that are up, coalescing on: %v", measure(cs, coalesced.elsewhere, fault))
+	t.Logf("keys on the masters that are up, coalescing off: %v", measure(ss, single.elsewhere, fault))
 	onVictim := measure(cs, coalesced.onVictim, fault)
-	without := measure(single.ld.Stop(), single.elsewhere, fault)
-	t.Logf("keys on the masters that are up, coalescing on: %v", withCoalescing)
-	t.Logf("keys on the masters that are up, coalescing off: %v", without)
 	t.Logf("keys on the stopped master, coalescing on: %v", onVictim)
 	require.Positive(t, onVictim.failed, "the stopped master's keys failed: the fault was real")
 	t.Log("coalescing off:")
-	checkHealthy(t, single.a, without, single.elsewhere)
+	checkHealthy(t, single.a, ss, single.elsewhere, fault)
 	t.Log("coalescing on:")
-	checkHealthy(t, coalesced.a, withCoalescing, coalesced.elsewhere)
+	checkHealthy(t, coalesced.a, cs, coalesced.elsewhere, fault)
 }
