@@ -38,13 +38,12 @@ func TestChargeCountsGrantsAtTheirTimes(t *testing.T) {
 		// In debt: denied until the late charge leaves the window (the early
 		// one leaving still leaves 10 out), with 0 remaining.
 		assert.EqualValues(t, 0, available(t, l))
-		res, err := l.TryAcquire(bg, 1)
-		require.NoError(t, err)
-		assert.False(t, res.Allowed)
-		assert.Zero(t, res.Remaining)
-		wait := time.Until(start.Add(9 * time.Second))
-		assert.LessOrEqual(t, res.RetryAfter, wait+time.Millisecond, "exact: when the late charge leaves the window")
-		assert.Greater(t, res.RetryAfter, wait-500*time.Millisecond)
+		// The late charge is fifth from the end of the log: the 4 grants of
+		// Redis came after it.
+		res := deniedUntilLeaves(t, e, l, -5, 10*time.Second)
+		// The late charge, at its time: Redis's clock is the local one,
+		// within the round trips it is measured by.
+		assert.InDelta(t, time.Until(start.Add(9*time.Second)), res.RetryAfter, float64(500*time.Millisecond))
 		if !e.virtual() {
 			return
 		}
@@ -70,4 +69,29 @@ func TestRedissonSeesADebt(t *testing.T) {
 		assert.Positive(t, hint)
 		assert.EqualValues(t, 0, available(t, l), "never negative here")
 	})
+}
+
+// deniedUntilLeaves asks l for a permit, which must be refused with 0
+// remaining, and checks its retry by the times Redis recorded: exactly when
+// the grant of l's log (of an Overall rate) at rank (by time, as ZRANGE
+// counts: -1 the latest) leaves the window, as Redis's clock read before
+// and after the call bounds that.
+func deniedUntilLeaves(t *testing.T, e *env, l *core.Limiter, rank int64, interval time.Duration) core.Result {
+	t.Helper()
+	grant, err := e.rdb.ZRangeWithScores(bg, core.Keys(l)[3], rank, rank).Result()
+	require.NoError(t, err)
+	require.Len(t, grant, 1)
+	leaves := time.UnixMilli(int64(grant[0].Score)).Add(interval)
+	before, err := e.rdb.Time(bg).Result()
+	require.NoError(t, err)
+	res, err := l.TryAcquire(bg, 1)
+	require.NoError(t, err)
+	after, err := e.rdb.Time(bg).Result()
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "in debt, even 1 is refused")
+	assert.Zero(t, res.Remaining)
+	// Redis reads its clock in whole milliseconds.
+	assert.GreaterOrEqual(t, res.RetryAfter, leaves.Sub(after)-time.Millisecond, "exact: when that grant leaves the window")
+	assert.LessOrEqual(t, res.RetryAfter, leaves.Sub(before)+time.Millisecond, "exact: when that grant leaves the window")
+	return res
 }

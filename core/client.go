@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -35,9 +36,27 @@ type Client struct {
 	// a client this package does not know).
 	acrossLimiters bool
 	reload         func(context.Context) // Cluster: reload the slot map
-	// offset is Redis's clock less the local clock, in ms, as the last
-	// decision measured it: Charge turns local times into Redis's with it.
-	offset atomic.Int64
+	// offset is Redis's clock less the local clock, in ms, as decisions
+	// measure it (see noteClock): Charge turns local times into Redis's
+	// with it. rtt is its measure's round trip, and measured when it was
+	// taken (local unix ms).
+	offset, rtt, measured atomic.Int64
+}
+
+// noteClock notes the Redis time at which a script ran, for a call sent and
+// answered at the local times given: Redis's clock less the local clock is
+// then within half the round trip of at less the middle of the two. A
+// round trip more than twice as long as that of the last measure, taken in
+// the last 10 s, tells less and is ignored: a busy process reads its
+// replies late, and would take Redis's clock for behind.
+func (c *Client) noteClock(at int64, sent, received time.Time) {
+	rtt, now := received.Sub(sent).Milliseconds(), received.UnixMilli()
+	if rtt > 2*c.rtt.Load()+1 && now-c.measured.Load() < 10_000 {
+		return
+	}
+	c.offset.Store(at - (sent.UnixMilli()+now)/2)
+	c.rtt.Store(rtt)
+	c.measured.Store(now)
 }
 
 // An Option configures a Client.

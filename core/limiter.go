@@ -208,7 +208,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	}
 	r := cl.res
 	received := time.Now()
-	l.c.offset.Store(r.at - received.UnixMilli())
+	l.c.noteClock(r.at, sent, received)
 	if r.Allowed {
 		r.Grant.at = sent.UnixMilli()
 	} else if l.c.denials != nil {

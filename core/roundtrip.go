@@ -444,8 +444,9 @@ func (b *batcher) report(err error, start time.Time, calls []*call, graced bool)
 
 // answers reports whether Redis answered a round trip ended after start,
 // or answers a read of l's key now, within roundTripGrace: a round trip
-// waited past that grace may be this process's, starved of CPU (a reply
-// read after its deadline is lost, however soon it came), and not Redis's.
+// that waited past its grace may have been this process's, starved of CPU
+// (a reply read after its deadline is lost, however soon it came), and not
+// Redis's.
 func (b *batcher) answers(start time.Time, l *Limiter) bool {
 	if b.lastOK.Load() > start.UnixNano() {
 		return true
@@ -545,7 +546,8 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 }
 
 // roundTripGrace is how long a round trip may wait for its answer, past its
-// callers' deadlines, before Redis counts as failing.
+// callers' deadlines, before Redis counts as failing (if it then answers
+// nothing else within a grace either).
 const roundTripGrace = time.Second
 
 // On a Redis Cluster, a Client keeps one batcher per hash slot, created on

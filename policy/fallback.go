@@ -68,13 +68,16 @@ const maxOwed = fallbackKeys
 const flushEvery = 100 * time.Millisecond
 
 // ledger is what a policy owes Redis: the grants its fallback made, and
-// refunds that could not be sent, per limiter. A decision on a limiter
-// writes that limiter's first, so that Redis counts them before it decides
-// again; and a goroutine writes the rest, every 100 ms while Redis takes
-// them, once a second while it fails (those calls are the Client's probes,
-// and find Redis back even without requests), and ends when the ledger is
-// empty. Grants are dropped once their window has passed: they no longer
-// count. So the goroutine lives at most one window after the last grant.
+// refunds (of calls that got no answer in time, or that could not be
+// sent), per limiter. A decision on a limiter writes that limiter's first,
+// so that Redis counts them before it decides again; and a goroutine
+// writes the rest: every 100 ms while Redis takes them (the limiters at
+// once, their calls sharing round trips), once a second while Redis fails
+// or this process is too busy for the calls (those calls are the Client's
+// probes, and find Redis back even without requests). It ends when the
+// ledger is empty. Grants are dropped once their window has passed: they
+// no longer count. So the goroutine lives at most one window after the
+// last grant.
 type ledger struct {
 	n        atomic.Int64 // entries: a decision reads it before it locks
 	mu       sync.Mutex
@@ -270,23 +273,52 @@ func (p *Policy) flush() {
 			names = append(names, name)
 		}
 		l.mu.Unlock()
-		wait := flushEvery
+		// The limiters pay at once, so that their calls share round
+		// trips (the Client pipelines concurrent calls), up to
+		// flushWidth at a time.
+		var (
+			wg          sync.WaitGroup
+			unavailable atomic.Bool
+			width       = make(chan struct{}, flushWidth)
+		)
 		for _, name := range names {
 			o := l.take(name)
 			if o == nil {
 				continue // paid by a decision meanwhile
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-			err := p.pay(ctx, name, o)
-			cancel()
-			if errors.Is(err, core.ErrUnavailable) {
-				wait = probeEvery // Redis fails: try again with the Client's next probe
-				break
+			if unavailable.Load() {
+				l.putBack(name, o) // see below
+				continue
 			}
+			width <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-width }()
+				ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+				defer cancel()
+				if err := p.pay(ctx, name, o); errors.Is(err, core.ErrUnavailable) || busy(err) {
+					unavailable.Store(true)
+				}
+			})
 		}
-		time.Sleep(wait)
+		wg.Wait()
+		if unavailable.Load() {
+			// Redis fails, or this process is too busy for the calls:
+			// try again with the Client's next probe.
+			time.Sleep(probeEvery)
+		} else {
+			time.Sleep(flushEvery)
+		}
 	}
 }
+
+// flushWidth bounds the limiters whose debts the ledger writes at once (a
+// few, so that a busy process's decisions do not wait behind them), and
+// flushTimeout each one's writes: no request waits for them, and one that
+// times out is sent again.
+const (
+	flushWidth   = 16
+	flushTimeout = time.Second
+)
 
 // probeEvery is how often the ledger tries Redis while it fails: the
 // Client's own probing pace.

@@ -211,7 +211,7 @@ var doneContext = func() context.Context {
 }()
 
 // overloadRetry is how long a waiting request sleeps before it asks again
-// when its call was not sent (core.ErrOverloaded).
+// when its call was busy (see pause).
 const overloadRetry = 10 * time.Millisecond
 
 func (p *Policy) decide(x Exchange, lim *limits) Decision {
@@ -245,7 +245,7 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		sent := time.Now()
 		var err error
 		r, err = l.TryAcquire(ctx, d.cost)
-		for p.waits != nil && busy(err) && time.Since(sent)+overloadRetry < p.waits.maxWait {
+		for tries := 0; p.waits != nil && busy(err) && time.Since(sent)+overloadRetry < p.waits.maxWait; tries++ {
 			// This process is busy (the call was not sent, or its answer
 			// came too late for it): a waiting request keeps waiting,
 			// within its bound, and a late grant of its call is given
@@ -253,7 +253,7 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 			if lost(err) {
 				p.addRefund(name, d.prep, r.Grant)
 			}
-			if !pause(ctx) {
+			if !pause(ctx, tries) {
 				break
 			}
 			waited = true
@@ -302,11 +302,13 @@ func lost(err error) bool {
 		!errors.Is(err, core.ErrUnavailable)
 }
 
-// pause waits before a busy call is tried again, and reports false if ctx
-// ends first.
-func pause(ctx context.Context) bool {
+// pause waits before a busy call is tried again, the tries-th time:
+// overloadRetry the first time, twice as long each time after, up to a
+// second, so that a process too busy for its calls does not add more. It
+// reports false if ctx ends first.
+func pause(ctx context.Context, tries int) bool {
 	select {
-	case <-time.After(overloadRetry):
+	case <-time.After(min(overloadRetry<<min(tries, 7), time.Second)):
 		return true
 	case <-ctx.Done():
 		return false

@@ -59,7 +59,7 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 	case <-ctx.Done(): // the client went away: keep the denial
 		return r, false, nil
 	}
-	for {
+	for tries := 0; ; tries++ {
 		got, err := l.TryAcquireWithin(ctx, cost, w.maxWait-time.Since(start))
 		switch {
 		case ctx.Err() != nil:
@@ -69,7 +69,7 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 			if lost(err) {
 				p.addRefund(key, prep, got.Grant)
 			}
-			if !pause(ctx) {
+			if !pause(ctx, tries) {
 				return r, false, nil
 			}
 			continue

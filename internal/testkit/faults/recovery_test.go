@@ -60,7 +60,7 @@ func (g *grantsOf) Fallback(_ string, active bool) {
 
 // The limit holds around an outage and after it. Two processes (two
 // Clients on one Redis, each with the policy "login", 10 per 2 s on one
-// key, WithFailLocal(2)) take a steady load through two outages of 3 s:
+// key, WithFailLocal(2)) take a steady load through two outages of 5 s:
 // Redis stopped (SIGSTOP), then resumed (SIGCONT), and Redis killed, then
 // restarted, empty. Every grant is judged by the time it was
 // made, the fallback's and Redis's alike:
@@ -82,8 +82,9 @@ func TestTheLimitHoldsAroundAnOutage(t *testing.T) {
 	const (
 		interval = 2 * time.Second
 		// outage is long enough to be one: a round trip may wait a second
-		// past its caller's deadline before Redis counts as failing.
-		outage = 3 * time.Second
+		// past its caller's deadline, and a read a second more, before
+		// Redis counts as failing.
+		outage = 5 * time.Second
 	)
 	r := core.Rate{Permits: 10, Interval: interval}
 	var (
