@@ -157,7 +157,7 @@ func lostReplyTimedOut(t *testing.T) {
 func lostReplyMiddleware(t *testing.T) {
 	t.Parallel()
 	p, direct, c := lostReplySetup(t, &redis.Options{ReadTimeout: 300 * time.Millisecond})
-	a := newApp(c, "lost", core.PerMinute(3), policy.WithTimeout(stateTimeout))
+	a := newApp(t, c, "lost", core.PerMinute(3), policy.WithTimeout(stateTimeout))
 	client := ip(1, 2, 3)
 	p.DropReplies(1, isGrant)
 	r := a.do(client)
@@ -197,7 +197,7 @@ func scriptFlush(t *testing.T) {
 	t.Parallel()
 	s := startRedis(t)
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
-	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "noscript",
+	a := newApp(t, newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "noscript",
 		core.PerMinute(permits), policy.WithTimeout(stateTimeout))
 	stop := a.load(workers, pause, loadKeys)
 	defer stop()
@@ -239,7 +239,7 @@ func flushAll(t *testing.T) {
 	)
 	s := startRedis(t)
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
-	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "flush",
+	a := newApp(t, newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "flush",
 		core.Rate{Permits: p, Interval: interval}, policy.WithTimeout(stateTimeout))
 	stop := a.load(workers, pause, func(w, _ int) string { return ip(150, w%limiters, 0) })
 	defer stop()
@@ -296,7 +296,7 @@ func eviction(t *testing.T) {
 	t.Parallel()
 	s := startRedis(t, "--maxmemory-policy", "allkeys-lru")
 	direct := newRedis(t, &redis.Options{Addr: s.Addr})
-	a := newApp(newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "evict",
+	a := newApp(t, newClient(t, newRedis(t, &redis.Options{Addr: s.Addr})), "evict",
 		core.PerMinute(permits), policy.WithTimeout(stateTimeout))
 	stop := a.load(workers, pause, loadKeys)
 	defer stop()
