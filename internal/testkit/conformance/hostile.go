@@ -19,6 +19,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/stall"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/policy"
 )
@@ -89,6 +90,7 @@ func drain(errs chan error) []error {
 // another client's limiter.
 func RunHostile(t *testing.T, a Adapter) {
 	rdb := redistest.Shared(t).Client(t)
+	stalls := stall.Watch(t)
 
 	serve := func(t *testing.T, global []Limit, routes ...Route) (App, caller) {
 		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
@@ -176,8 +178,9 @@ func RunHostile(t *testing.T, a Adapter) {
 					assert.Equal(t, wantDecided, r.header.Get("RateLimit") != "",
 						"request %d: decided by Redis (rate limit headers); status %d, body %q", i+1, r.status, r.body)
 					// No hang: the round-trip timeout of the table is
-					// sharedTimeout, and a fail-open answer needs no round trip.
-					assert.Less(t, r.elapsed, sharedTimeout, "request %d", i+1)
+					// sharedTimeout, and a fail-open answer needs no round
+					// trip (plus the test process's stalls: see inTime).
+					inTime(t, stalls, r, sharedTimeout, 0, "request %d", i+1)
 				}
 				assert.Equal(t, wantStatus, got, "statuses")
 				assert.Equal(t, []string{"1", "1", "1"}, remaining(c), "each bystander lost exactly its own second permit")
@@ -240,25 +243,25 @@ func RunHostile(t *testing.T, a Adapter) {
 		t.Logf("Retry-After at the largest valid rate: %d s", retry)
 		assert.Empty(t, drain(ap.Errors), "errors reported to the error handler")
 		// A huge maximum wait is still bounded by the request's deadline:
-		// the wait (a minute) cannot fit in its 1 s, so the request is
+		// the wait (a minute) cannot fit in its 3 s, so the request is
 		// rejected at once, long before the deadline.
 		ap, c = serve(t, []Limit{{Name: "wait-max", Rate: core.PerMinute(1), MaxWait: math.MaxInt64, OnError: ErrorObserve}}, Route{Path: "/a"})
 		require.Equal(t, http.StatusOK, c.get("/a").status)
-		r = c.get("/a", HeaderDeadline, "1000")
+		r = c.get("/a", HeaderDeadline, "3000")
 		assert.Equal(t, http.StatusTooManyRequests, r.status)
-		assert.Less(t, r.elapsed, 500*time.Millisecond, "rejected at once, not at the deadline")
-		t.Logf("wait that cannot fit in a 1 s deadline: rejected after %v", r.elapsed.Round(time.Millisecond))
+		inTime(t, stalls, r, 500*time.Millisecond, 3*time.Second, "rejected at once, not at the deadline")
+		t.Logf("wait that cannot fit in a 3 s deadline: rejected after %v", r.elapsed.Round(time.Millisecond))
 		assert.Empty(t, drain(ap.Errors), "errors reported to the error handler")
 	})
 }
 
-// churnGone bounds how long after the last request of the churn every key
-// must be gone: the keepAlive (the last keys were written by the last
-// requests), then Redis's active expiry, which reclaims expired keys in
-// cycles ten times a second (hz 10), and the 10 ms polling. 1 s is 2.5
-// times the keepAlive, room for a redis-server short of CPU on a loaded
-// machine.
-const churnGone = time.Second
+// churnReclaimed bounds how long after the last request of the churn Redis
+// may take to reclaim every key, expired by then (see ChurnMemory): its
+// active expiry runs ten times a second (hz 10) and takes more of the
+// expired keys each cycle while many are left; on an idle machine, every
+// key is gone within 700 ms. The bound only says that Redis reclaims them
+// at all: when each expires is judged by Redis's clock.
+const churnReclaimed = 10 * time.Second
 
 // churnMemoryDelta bounds how far Redis used_memory may end from its
 // baseline once every key is gone: allocator fragmentation and client
@@ -268,9 +271,13 @@ const churnMemoryDelta = 256 << 10
 
 // ChurnMemory drives n distinct user keys through do (an adapter serving
 // App) and checks that every key expires after the keepAlive (two
-// windows): all of them gone within churnGone of the last request, and
-// Redis memory back within churnMemoryDelta of its baseline. It logs the
-// figures measured and returns the keys per second reached.
+// windows): by Redis's clock, no key left after the last request expires
+// later than the keepAlive after it (PEXPIRETIME against Redis's TIME, so
+// that a loaded machine, slow to poll or to reclaim, cannot fail it); all
+// of them are gone within churnReclaimed, and Redis memory is back within
+// churnMemoryDelta of its baseline. It logs the figures measured, among
+// them when the last key was gone, and returns the keys per second
+// reached.
 func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	redistest.Need(t)
 	s, err := redistest.Start()
@@ -287,7 +294,9 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	}}}}, Errors: make(chan error, 10), adapter: &a, built: &built{}}
 	cl := caller{t: t, do: a.Serve(t, ap)}
 	cl.get("/user", HeaderUser, "warm-up") // connections, scripts
-	require.Eventually(t, func() bool { return dbsize(t, rdb) == 0 }, 2*time.Second, 20*time.Millisecond)
+	// The warm-up's keys expire after the keepAlive; waiting for them is
+	// no check, but a clean baseline.
+	require.Eventually(t, func() bool { return dbsize(t, rdb) == 0 }, churnReclaimed, 20*time.Millisecond)
 	base := usedMemory(t, rdb)
 
 	start := time.Now()
@@ -309,6 +318,9 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	// A key written now carries the keepAlive as its TTL.
 	cl.get("/user", HeaderUser, "ttl-probe")
 	end = time.Now() // the last request
+	// Redis's clock after every write of the churn.
+	lastAt, err := rdb.Time(context.Background()).Result()
+	require.NoError(t, err)
 	ttl, err := rdb.PTTL(context.Background(), "churn:ttl-probe").Result()
 	require.NoError(t, err)
 	assert.True(t, ttl > 0 && ttl <= keepAlive, "TTL of a new client's key: %v, want at most the keepAlive %v", ttl, keepAlive)
@@ -317,6 +329,9 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 	for _, st := range statuses {
 		assert.Equal(t, repeat(http.StatusOK, len(st)), st, "every new user is served")
 	}
+	left, late := expiriesAfter(t, rdb, lastAt.Add(keepAlive))
+	assert.Empty(t, late, "keys left after the last request that expire more than the keepAlive (%v) after it, by Redis's clock, of %d left",
+		keepAlive, left)
 
 	var gone time.Duration
 	require.Eventually(t, func() bool {
@@ -325,14 +340,59 @@ func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
 		}
 		gone = time.Since(end)
 		return true
-	}, 10*time.Second, 10*time.Millisecond, "every key expires after the keepAlive")
-	assert.LessOrEqual(t, gone, churnGone, "every key gone within %v of the last request (keepAlive %v)", churnGone, keepAlive)
+	}, churnReclaimed, 10*time.Millisecond, "every key expires after the keepAlive, and Redis reclaims it")
 	after := usedMemory(t, rdb)
 	assert.InDelta(t, base, after, churnMemoryDelta, "memory back to its baseline (%d B before, %d B after)", base, after)
-	t.Logf("%d new users at %.0f users/s; %d Redis keys at the end of the burst; the last key gone %v after the last request "+
-		"(keepAlive %v, bound %v); used_memory %d B before, %d B after (%+d B, bound ±%d B)",
-		n, perSecond, peak, gone.Round(time.Millisecond), keepAlive, churnGone, base, after, after-base, churnMemoryDelta)
+	t.Logf("%d new users at %.0f users/s; %d Redis keys at the end of the burst, %d left when their expiry times were read, "+
+		"none expiring later than the keepAlive (%v) after the last request; the last key gone %v after it "+
+		"(bound %v); used_memory %d B before, %d B after (%+d B, bound ±%d B)",
+		n, perSecond, peak, left, keepAlive, gone.Round(time.Millisecond), churnReclaimed, base, after, after-base, churnMemoryDelta)
 	return perSecond
+}
+
+// expiriesAfter reads the expiry time (PEXPIRETIME, by Redis's clock) of
+// every key in rdb, and returns how many it found and up to 10 of those
+// that expire after by, or never.
+func expiriesAfter(t *testing.T, rdb *redis.Client, by time.Time) (int, []string) {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		n    int
+		late []string
+	)
+	it := rdb.Scan(ctx, 0, "*", 1000).Iterator()
+	var keys []string
+	flush := func() {
+		cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				p.Do(ctx, "pexpiretime", k)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		for i, c := range cmds {
+			at, err := c.(*redis.Cmd).Int64()
+			require.NoError(t, err)
+			if at == -2 {
+				continue // expired meanwhile
+			}
+			n++
+			if (at == -1 || time.UnixMilli(at).After(by)) && len(late) < 10 {
+				late = append(late, keys[i]+" expires at "+strconv.FormatInt(at, 10))
+			}
+		}
+		keys = keys[:0]
+	}
+	for it.Next(ctx) {
+		if keys = append(keys, it.Val()); len(keys) == 1000 {
+			flush()
+		}
+	}
+	require.NoError(t, it.Err())
+	if len(keys) > 0 {
+		flush()
+	}
+	return n, late
 }
 
 func dbsize(t *testing.T, rdb *redis.Client) int64 {
