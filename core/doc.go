@@ -79,8 +79,8 @@
 // tell apart:
 //   - ErrOverloaded: the call never left this process: too many calls were
 //     waiting for a round trip (WithMaxQueue), or its deadline came while
-//     it waited and other round trips went on ending. This process's load,
-//     not Redis's failure;
+//     it waited and Redis went on answering other round trips. This
+//     process's load, not Redis's failure;
 //   - the context's error (context.DeadlineExceeded) without
 //     ErrUnavailable: the call was sent and got no answer in its caller's
 //     time; its script may still run, late. Once a round trip came late,

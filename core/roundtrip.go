@@ -264,9 +264,9 @@ func (sc *scriptCall) finish(err error) {
 // was busy, still tells that Redis answers, and none, that it fails.
 //
 // The batcher also tells failures apart. A call whose deadline comes while
-// it is still queued, never sent, while round trips went on ending, fails
-// with ErrOverloaded: this process's overload, not Redis's failure (with no
-// round trip ending meanwhile, Redis is what it waited for). A round trip
+// it is still queued, never sent, while Redis went on answering round
+// trips, fails with ErrOverloaded: this process's overload, not Redis's
+// failure (with no answer meanwhile, Redis is what it waited for). A round trip
 // that was sent and failed (a network error, a timeout past the grace while
 // Redis answered nothing else, or Redis refusing to decide: see refusal)
 // means Redis is failing: from then on, calls fail at once with
@@ -281,13 +281,12 @@ type batcher struct {
 	busy     int       // round trips in flight
 	queue    []*waiter // calls waiting for a round trip
 
-	suspect  atomic.Bool           // a round trip got no answer in its callers' time
-	failing  atomic.Bool           // the last round trip failed
-	since    atomic.Int64          // unix nanos when it began to fail
-	probeAt  atomic.Int64          // unix nanos from which one call may probe
-	failErr  atomic.Pointer[error] // what calls fail with meanwhile
-	lastDone atomic.Int64          // unix nanos when a round trip last ended
-	lastOK   atomic.Int64          // unix nanos when one last succeeded
+	suspect atomic.Bool           // a round trip got no answer in its callers' time
+	failing atomic.Bool           // the last round trip failed
+	since   atomic.Int64          // unix nanos when it began to fail
+	probeAt atomic.Int64          // unix nanos from which one call may probe
+	failErr atomic.Pointer[error] // what calls fail with meanwhile
+	lastOK  atomic.Int64          // unix nanos when one last succeeded
 }
 
 // maxBatch bounds the calls of one pipeline.
@@ -364,9 +363,10 @@ func (b *batcher) do(ctx context.Context, cl *call) error {
 		w.gone = true
 		sent := w.sent
 		b.mu.Unlock()
-		if !sent && b.lastDone.Load() > w.queued {
-			// Round trips ended while it waited: this process was busy,
-			// not Redis slow.
+		if !sent && b.lastOK.Load() > w.queued {
+			// Redis answered round trips while it waited: this process
+			// was busy, not Redis slow or down (round trips that failed
+			// meanwhile tell nothing of this process).
 			return fmt.Errorf("%w: its deadline came while it waited behind this process's round trips: %w", ErrOverloaded, ctx.Err())
 		}
 		return ctx.Err()
@@ -396,7 +396,6 @@ func (b *batcher) admit() (probe, ok bool) {
 // only if Redis answers nothing else (see answers).
 func (b *batcher) report(err error, start time.Time, calls []*call, graced bool) {
 	now := time.Now()
-	b.lastDone.Store(now.UnixNano())
 	switch {
 	case err == nil:
 		b.lastOK.Store(now.UnixNano())
