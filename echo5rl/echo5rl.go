@@ -54,39 +54,32 @@ func WithErrorHandler(onError func(c *echo.Context, err error) error) Option {
 func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 	cfg := native.Configure[config]("echo5rl.New", p, opts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		flow := native.Flow[*echo.Context]{
+			Refuse: func(_ *echo.Context, status int, body []byte) error { return &refusal{status, body} },
+			Next: func(c *echo.Context) (int, error) {
+				err := next(c)
+				// The status written, or the one the error handler will write.
+				_, status := echo.ResolveResponseStatus(c.Response(), err)
+				return status, err
+			},
+		}
+		flow.Handlers(cfg.OnError, committed, cfg.Deny, func(c *echo.Context, r core.Result) { c.Set(resultKey, r) })
 		return func(c *echo.Context) error {
 			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
 			}
-			d := p.Decide(exchange{c})
-			switch {
-			case d.Err != nil && cfg.OnError != nil:
-				if err := cfg.OnError(c, d.Err); err != nil || committed(c) {
-					return err
-				}
-			case d.Err != nil:
-				p.LogError(c.Request().Context(), d.Err)
-			}
-			switch {
-			case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
-				c.Set(resultKey, d.Result)
-				return cfg.Deny(c)
-			case d.Status != 0:
-				return &refusal{d.Status, d.Body}
-			}
-			err := next(c)
-			// The status written, or the one the error handler will write.
-			_, status := echo.ResolveResponseStatus(c.Response(), err)
-			d.Done(status)
-			return err
+			return flow.Serve(p, exchange{c}, c)
 		}
 	}
 }
 
-// committed reports whether c's response has been written.
-func committed(c *echo.Context) bool {
-	r, err := echo.UnwrapResponse(c.Response())
-	return err == nil && r.Committed
+// committed returns a function that reports whether c's response is
+// written.
+func committed(c *echo.Context) func() bool {
+	return func() bool {
+		r, err := echo.UnwrapResponse(c.Response())
+		return err == nil && r.Committed
+	}
 }
 
 // refusal is the error of a refused request, with its problem object.

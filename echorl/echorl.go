@@ -51,32 +51,25 @@ func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
 func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 	cfg := native.Configure[config]("echorl.New", p, opts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		flow := native.Flow[echo.Context]{
+			Refuse: func(_ echo.Context, status int, body []byte) error {
+				return &echo.HTTPError{Code: status, Message: problem{status, body}}
+			},
+			Next: func(c echo.Context) (int, error) { err := next(c); return status(c, err), err },
+		}
+		flow.Handlers(cfg.OnError, committed, cfg.Deny, func(c echo.Context, r core.Result) { c.Set(resultKey, r) })
 		return func(c echo.Context) error {
 			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
 			}
-			d := p.Decide(&exchange{c})
-			switch {
-			case d.Err != nil && cfg.OnError != nil:
-				if err := cfg.OnError(c, d.Err); err != nil || c.Response().Committed {
-					return err
-				}
-			case d.Err != nil:
-				p.LogError(c.Request().Context(), d.Err)
-			}
-			switch {
-			case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
-				c.Set(resultKey, d.Result)
-				return cfg.Deny(c)
-			case d.Status != 0:
-				return &echo.HTTPError{Code: d.Status, Message: problem{d.Status, d.Body}}
-			}
-			err := next(c)
-			d.Done(status(c, err))
-			return err
+			return flow.Serve(p, &exchange{c}, c)
 		}
 	}
 }
+
+// committed returns a function that reports whether c's response is
+// written.
+func committed(c echo.Context) func() bool { return func() bool { return c.Response().Committed } }
 
 // status is the response status of a request whose handler returned err:
 // the status written, or the one Echo's error handler will write.

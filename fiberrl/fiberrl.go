@@ -47,44 +47,40 @@ func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) fiber.Handler {
 	cfg := native.Configure[config]("fiberrl.New", p, opts)
+	flow := native.Flow[*fiber.Ctx]{Refuse: refuse, Next: next}
+	flow.Handlers(cfg.OnError, wrote, cfg.Deny, func(c *fiber.Ctx, r core.Result) { c.Locals(resultKey{}, r) })
 	return func(c *fiber.Ctx) error {
 		if cfg.Skip != nil && cfg.Skip(c) {
 			return c.Next()
 		}
-		d := p.Decide(exchange{c})
-		switch {
-		case d.Err != nil && cfg.OnError != nil:
-			status, size := c.Response().StatusCode(), len(c.Response().Body())
-			if err := cfg.OnError(c, d.Err); err != nil || c.Response().StatusCode() != status || len(c.Response().Body()) != size {
-				return err
-			}
-		case d.Err != nil:
-			p.LogError(c.UserContext(), d.Err)
-		}
-		switch {
-		case d.Status == fiber.StatusTooManyRequests && cfg.Deny != nil:
-			c.Locals(resultKey{}, d.Result)
-			return cfg.Deny(c)
-		case d.Status != 0:
-			// Copied, not sent with c.Send: the body is shared.
-			c.Status(d.Status).Set(fiber.HeaderContentType, policy.ProblemContentType)
-			c.Response().SetBody(d.Body)
-			return nil
-		}
-		err := c.Next()
-		d.Done(status(c, err))
-		return err
+		return flow.Serve(p, exchange{c}, c)
 	}
 }
 
-// status is the response status of a request whose handler returned err.
-func status(c *fiber.Ctx, err error) int {
+// refuse answers a refused request with the policy's status and body.
+func refuse(c *fiber.Ctx, status int, body []byte) error {
+	// Copied, not sent with c.Send: the body is shared.
+	c.Status(status).Set(fiber.HeaderContentType, policy.ProblemContentType)
+	c.Response().SetBody(body)
+	return nil
+}
+
+// wrote returns a function that reports whether a status or body was set
+// since.
+func wrote(c *fiber.Ctx) func() bool {
+	status, size := c.Response().StatusCode(), len(c.Response().Body())
+	return func() bool { return c.Response().StatusCode() != status || len(c.Response().Body()) != size }
+}
+
+// next runs the rest of the chain and returns the response's status.
+func next(c *fiber.Ctx) (int, error) {
+	err := c.Next()
 	if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
-		return fe.Code
+		return fe.Code, err
 	} else if err != nil {
-		return fiber.StatusInternalServerError
+		return fiber.StatusInternalServerError, err
 	}
-	return c.Response().StatusCode()
+	return c.Response().StatusCode(), nil
 }
 
 type resultKey struct{}

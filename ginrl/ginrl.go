@@ -21,7 +21,6 @@ package ginrl
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -53,33 +52,38 @@ func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
 	cfg := native.Configure[config]("ginrl.New", p, opts)
+	flow := native.Flow[*gin.Context]{
+		Refuse: func(c *gin.Context, status int, body []byte) error {
+			c.Data(status, policy.ProblemContentType, body)
+			c.Abort()
+			return nil
+		},
+		Next: func(c *gin.Context) (int, error) { c.Next(); return c.Writer.Status(), nil },
+	}
+	if cfg.OnError != nil {
+		flow.OnError = func(c *gin.Context, err error) (bool, error) {
+			cfg.OnError(c, err)
+			answered := c.IsAborted() || c.Writer.Written()
+			if answered {
+				c.Abort()
+			}
+			return answered, nil
+		}
+	}
+	if cfg.Deny != nil {
+		flow.Deny = func(c *gin.Context, r core.Result) error {
+			c.Set(resultKey{}, r)
+			cfg.Deny(c)
+			c.Abort()
+			return nil
+		}
+	}
 	return func(c *gin.Context) {
 		if cfg.Skip != nil && cfg.Skip(c) {
 			c.Next()
 			return
 		}
-		d := p.Decide(exchange{c})
-		switch {
-		case d.Err != nil && cfg.OnError != nil:
-			if cfg.OnError(c, d.Err); c.IsAborted() || c.Writer.Written() {
-				c.Abort()
-				return
-			}
-		case d.Err != nil:
-			p.LogError(c.Request.Context(), d.Err)
-		}
-		switch {
-		case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
-			c.Set(resultKey{}, d.Result)
-			cfg.Deny(c)
-			c.Abort()
-		case d.Status != 0:
-			c.Data(d.Status, policy.ProblemContentType, d.Body)
-			c.Abort()
-		default:
-			c.Next()
-			d.Done(c.Writer.Status())
-		}
+		_ = flow.Serve(p, exchange{c}, c)
 	}
 }
 

@@ -50,34 +50,39 @@ func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err e
 func New(p *policy.Policy, opts ...Option) func(http.Handler) http.Handler {
 	cfg := native.Configure[config]("nethttprl.New", p, opts)
 	return func(next http.Handler) http.Handler {
+		flow := native.Flow[*exchange]{
+			Refuse: func(x *exchange, status int, body []byte) error {
+				x.w.Header().Set("Content-Type", policy.ProblemContentType)
+				x.w.WriteHeader(status)
+				_, _ = x.w.Write(body)
+				return nil
+			},
+			Next: func(x *exchange) (int, error) {
+				sw := &writer{ResponseWriter: x.w}
+				next.ServeHTTP(sw, x.r)
+				return max(sw.status, http.StatusOK), nil
+			},
+		}
+		if cfg.OnError != nil {
+			flow.OnError = func(x *exchange, err error) (bool, error) {
+				sw := &writer{ResponseWriter: x.w}
+				cfg.OnError(sw, x.r, err)
+				return sw.status != 0, nil
+			}
+		}
+		if cfg.Deny != nil {
+			flow.Deny = func(x *exchange, r core.Result) error {
+				cfg.Deny.ServeHTTP(x.w, x.r.WithContext(context.WithValue(x.r.Context(), resultKey{}, r)))
+				return nil
+			}
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if cfg.Skip != nil && cfg.Skip(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			x := &exchange{w: w, r: r}
-			d := p.Decide(x)
-			switch {
-			case d.Err != nil && cfg.OnError != nil:
-				sw := &writer{ResponseWriter: w}
-				if cfg.OnError(sw, x.r, d.Err); sw.status != 0 {
-					return
-				}
-			case d.Err != nil:
-				p.LogError(x.r.Context(), d.Err)
-			}
-			switch {
-			case d.Status == http.StatusTooManyRequests && cfg.Deny != nil:
-				cfg.Deny.ServeHTTP(w, x.r.WithContext(context.WithValue(x.r.Context(), resultKey{}, d.Result)))
-			case d.Status != 0:
-				w.Header().Set("Content-Type", policy.ProblemContentType)
-				w.WriteHeader(d.Status)
-				_, _ = w.Write(d.Body)
-			default:
-				sw := &writer{ResponseWriter: w}
-				next.ServeHTTP(sw, x.r)
-				d.Done(max(sw.status, http.StatusOK))
-			}
+			_ = flow.Serve(p, x, x)
 		})
 	}
 }

@@ -1,0 +1,69 @@
+package native
+
+import (
+	"net/http"
+
+	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// Flow is what an adapter does at each step of a request C of its
+// framework; Serve runs the steps, the same in every adapter.
+type Flow[C any] struct {
+	// OnError is WithErrorHandler's handler, or nil for the log. It
+	// reports whether it answered the request, and the error to return
+	// then.
+	OnError func(C, error) (answered bool, err error)
+	// Deny is WithDenyHandler's handler, or nil: it answers a request over
+	// the limit, with its result.
+	Deny func(C, core.Result) error
+	// Refuse answers a refused request with the policy's status and body.
+	Refuse func(c C, status int, body []byte) error
+	// Next runs the rest of the chain and returns the response's status.
+	Next func(C) (status int, err error)
+}
+
+// Serve applies p to the request c, which x presents to the policy: it
+// decides, reports an error, answers a refusal or runs the chain, and
+// tells the decision the response's status.
+func (f *Flow[C]) Serve(p *policy.Policy, x policy.Exchange, c C) error {
+	d := p.Decide(x)
+	if d.Err != nil {
+		if f.OnError == nil {
+			p.LogError(x.Context(), d.Err)
+		} else if answered, err := f.OnError(c, d.Err); answered {
+			return err
+		}
+	}
+	switch {
+	case d.Status == http.StatusTooManyRequests && f.Deny != nil:
+		return f.Deny(c, d.Result)
+	case d.Status != 0:
+		return f.Refuse(c, d.Status, d.Body)
+	}
+	status, err := f.Next(c)
+	d.Done(status)
+	return err
+}
+
+// Handlers sets OnError and Deny from the handlers of the options, for a
+// framework whose handlers return errors (echo, fiber); nil handlers leave
+// them nil. The error handler's answer stands when it returns an error, or
+// when the function that wrote(c), called before it, returns reports that
+// it wrote a response. The deny handler finds the result where keep puts
+// it.
+func (f *Flow[C]) Handlers(onError func(C, error) error, wrote func(C) func() bool, deny func(C) error, keep func(C, core.Result)) {
+	if onError != nil {
+		f.OnError = func(c C, err error) (bool, error) {
+			written := wrote(c)
+			err = onError(c, err)
+			return err != nil || written(), err
+		}
+	}
+	if deny != nil {
+		f.Deny = func(c C, r core.Result) error {
+			keep(c, r)
+			return deny(c)
+		}
+	}
+}
