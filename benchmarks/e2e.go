@@ -13,16 +13,29 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/gofiber/fiber/v2"
+	fiber3 "github.com/gofiber/fiber/v3"
 	"github.com/labstack/echo/v4"
+	echo5 "github.com/labstack/echo/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/echo5rl"
 	"github.com/redlimit/redlimit/echorl"
+	"github.com/redlimit/redlimit/fiber3rl"
 	"github.com/redlimit/redlimit/fiberrl"
 	"github.com/redlimit/redlimit/ginrl"
+	"github.com/redlimit/redlimit/grpcrl"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/metrics/prometheus"
 	"github.com/redlimit/redlimit/nethttprl"
@@ -43,19 +56,21 @@ const (
 )
 
 // framework builds one app, with the redlimit middleware when client is not
-// nil, and returns its workload: a GET / from a peer that cycles over
-// allowedKeys addresses, so every request has its own never-limited key.
+// nil, and returns its workload: a GET / (for gRPC, a unary call) from a
+// peer that cycles over allowedKeys addresses, so every request has its own
+// never-limited key; and a function that stops what the app started, or
+// nil.
 type framework struct {
 	name  string
-	build func(client *core.Client, timeout time.Duration, callers int, feature string) op
+	build func(client *core.Client, timeout time.Duration, callers int, feature string) (op, func())
 }
 
 // benchPolicy returns the policy of scenario e's middleware, with what a
 // feature variant adds: an observer, a rate chosen per request (always the
 // same one), or a refund rule that the answers never match (its
 // bookkeeping, with no refund).
-func benchPolicy(client *core.Client, timeout time.Duration, feature string) *policy.Policy {
-	opts := []policy.Option{policy.WithTimeout(timeout)}
+func benchPolicy(client *core.Client, timeout time.Duration, feature string, extra ...policy.Option) *policy.Policy {
+	opts := append([]policy.Option{policy.WithTimeout(timeout)}, extra...)
 	switch feature {
 	case variantObserver:
 		obs, err := prometheus.New(promclient.NewRegistry())
@@ -79,16 +94,20 @@ var builds atomic.Int64
 var frameworks = []framework{
 	{"net/http", buildNetHTTP},
 	{"gin", buildGin},
-	{"echo", buildEcho},
-	{"fiber", buildFiber},
+	{"echo v4", buildEcho},
+	{"echo v5", buildEcho5},
+	{"fiber v2", buildFiber},
+	{"fiber v3", buildFiber3},
+	{"gRPC", buildGRPC},
 }
 
 // middlewareRate is the limit of scenario e's middleware.
 var middlewareRate = core.PerMinute(allowedLimit)
 
 var (
-	peers    = peerAddrs()
-	peersTCP = peerTCPAddrs()
+	peers     = peerAddrs()
+	peersTCP  = peerTCPAddrs()
+	peersGRPC = peerGRPCs()
 )
 
 func peerAddrs() []string {
@@ -103,6 +122,14 @@ func peerTCPAddrs() []net.Addr {
 	s := make([]net.Addr, allowedKeys)
 	for i := range s {
 		s[i] = &net.TCPAddr{IP: net.IPv4(10, 0, byte(i/256), byte(i%256)), Port: 4242}
+	}
+	return s
+}
+
+func peerGRPCs() []*peer.Peer {
+	s := make([]*peer.Peer, allowedKeys)
+	for i := range s {
+		s[i] = &peer.Peer{Addr: peersTCP[i]}
 	}
 	return s
 }
@@ -135,7 +162,7 @@ func decision(code int, body []byte) (bool, error) {
 	return false, fmt.Errorf("status %d, body %q", code, body)
 }
 
-func buildNetHTTP(client *core.Client, timeout time.Duration, callers int, feature string) op {
+func buildNetHTTP(client *core.Client, timeout time.Duration, callers int, feature string) (op, func()) {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	})
@@ -144,10 +171,10 @@ func buildNetHTTP(client *core.Client, timeout time.Duration, callers int, featu
 			func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(statusMWFailure) })
 		h = nethttprl.New(benchPolicy(client, timeout, feature), onError)(h)
 	}
-	return serveHTTP(h, callers)
+	return serveHTTP(h, callers), nil
 }
 
-func buildGin(client *core.Client, timeout time.Duration, callers int, feature string) op {
+func buildGin(client *core.Client, timeout time.Duration, callers int, feature string) (op, func()) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	if client != nil {
@@ -156,10 +183,10 @@ func buildGin(client *core.Client, timeout time.Duration, callers int, feature s
 		r.Use(ginrl.New(benchPolicy(client, timeout, feature), onError))
 	}
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
-	return serveHTTP(r, callers)
+	return serveHTTP(r, callers), nil
 }
 
-func buildEcho(client *core.Client, timeout time.Duration, callers int, feature string) op {
+func buildEcho(client *core.Client, timeout time.Duration, callers int, feature string) (op, func()) {
 	e := echo.New()
 	if client != nil {
 		onError := echorl.WithErrorHandler(
@@ -167,14 +194,25 @@ func buildEcho(client *core.Client, timeout time.Duration, callers int, feature 
 		e.Use(echorl.New(benchPolicy(client, timeout, feature), onError))
 	}
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
-	return serveHTTP(e, callers)
+	return serveHTTP(e, callers), nil
+}
+
+func buildEcho5(client *core.Client, timeout time.Duration, callers int, feature string) (op, func()) {
+	e := echo5.New()
+	if client != nil {
+		onError := echo5rl.WithErrorHandler(
+			func(c *echo5.Context, _ error) error { return c.NoContent(statusMWFailure) })
+		e.Use(echo5rl.New(benchPolicy(client, timeout, feature), onError))
+	}
+	e.GET("/", func(c *echo5.Context) error { return c.String(http.StatusOK, "ok") })
+	return serveHTTP(e, callers), nil
 }
 
 // buildFiber drives app.Handler() directly with one reused
 // fasthttp.RequestCtx per caller: the peer address is set with
 // SetRemoteAddr and the response reset before each request. app.Test would
 // add a net.Conn pipe, an HTTP serialization and a goroutine per request.
-func buildFiber(client *core.Client, timeout time.Duration, callers int, feature string) op {
+func buildFiber(client *core.Client, timeout time.Duration, callers int, feature string) (op, func()) {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	if client != nil {
 		onError := fiberrl.WithErrorHandler(
@@ -182,7 +220,25 @@ func buildFiber(client *core.Client, timeout time.Duration, callers int, feature
 		app.Use(fiberrl.New(benchPolicy(client, timeout, feature), onError))
 	}
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
-	handler := app.Handler()
+	return serveFastHTTP(app.Handler(), callers), nil
+}
+
+// buildFiber3 is buildFiber on fiber v3.
+func buildFiber3(client *core.Client, timeout time.Duration, callers int, feature string) (op, func()) {
+	app := fiber3.New()
+	if client != nil {
+		onError := fiber3rl.WithErrorHandler(
+			func(c fiber3.Ctx, _ error) error { return c.SendStatus(statusMWFailure) })
+		app.Use(fiber3rl.New(benchPolicy(client, timeout, feature), onError))
+	}
+	app.Get("/", func(c fiber3.Ctx) error { return c.SendString("ok") })
+	return serveFastHTTP(app.Handler(), callers), nil
+}
+
+// serveFastHTTP is the workload of a fasthttp handler: one reused
+// RequestCtx per caller, its peer address set and its response and user
+// values reset before each request, as fasthttp's server resets them.
+func serveFastHTTP(handler fasthttp.RequestHandler, callers int) op {
 	ctxs := make([]*fasthttp.RequestCtx, callers)
 	for i := range ctxs {
 		ctxs[i] = &fasthttp.RequestCtx{}
@@ -193,9 +249,65 @@ func buildFiber(client *core.Client, timeout time.Duration, callers int, feature
 		c := ctxs[w]
 		c.SetRemoteAddr(peersTCP[(w*allowedKeys/callers+i)%allowedKeys])
 		c.Response.Reset()
+		c.ResetUserValues() // as fasthttp's server does between requests
 		handler(c)
 		return decision(c.Response.StatusCode(), c.Response.Body())
 	}
+}
+
+// buildGRPC serves grpc's health service (Check) to a client over an
+// in-process bufconn connection: one ClientConn that every caller shares,
+// as a gRPC client does, and a unary call per request, with its HTTP/2
+// framing, its protobuf encoding and a goroutine per call on the server. A
+// bufconn peer has no IP address, so one server interceptor, in both the
+// bare and the limited app, gives each call the next of allowedKeys peer
+// addresses (a shared counter: the server does not know the caller) before
+// the redlimit interceptor, which keys by that address as it does by
+// default. A Redis failure answers Unavailable (fail closed), which the
+// workload counts as an error, as the HTTP workloads count their error
+// handlers' 503.
+func buildGRPC(client *core.Client, timeout time.Duration, _ int, feature string) (op, func()) {
+	var next atomic.Uint64
+	withPeer := func(ctx context.Context) context.Context {
+		return peer.NewContext(ctx, peersGRPC[next.Add(1)%allowedKeys])
+	}
+	intercept := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return h(withPeer(ctx), req)
+	}
+	if client != nil {
+		p := benchPolicy(client, timeout, feature, policy.WithFailClosed())
+		limit := grpcrl.UnaryServerInterceptor(p, grpcrl.WithErrorHandler(func(context.Context, error) {}))
+		intercept = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return limit(withPeer(ctx), req, info, h)
+		}
+	}
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(intercept))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil { // only for invalid options
+		panic(err)
+	}
+	hc := healthpb.NewHealthClient(conn)
+	req := &healthpb.HealthCheckRequest{}
+	stop := func() {
+		_ = conn.Close()
+		srv.Stop()
+	}
+	return func(ctx context.Context, _, _ int) (bool, error) {
+		res, err := hc.Check(ctx, req)
+		switch {
+		case err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+			return true, nil
+		case status.Code(err) == codes.ResourceExhausted:
+			return false, nil
+		case err == nil:
+			return false, fmt.Errorf("health status %v", res.GetStatus())
+		}
+		return false, err
+	}, stop
 }
 
 // names4 are limiter names as the middleware builds them for IPv4 clients:
@@ -280,12 +392,20 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 			rs, err := h.inTurns(len(vs), func(i int) (row, error) {
 				v := vs[i]
 				id := row{Scenario: "e", Case: fw.name, Library: v.name, Callers: n}
+				var stop func()
+				defer func() {
+					if stop != nil {
+						stop()
+					}
+				}()
 				return h.point(ctx, id, v.redis, func(_ context.Context, rdb *redis.Client, callers int) (op, error) {
 					client, err := v.client(rdb)
 					if err != nil {
 						return nil, err
 					}
-					return fw.build(client, v.timeout, callers, v.feature), nil
+					o, s := fw.build(client, v.timeout, callers, v.feature)
+					stop = s
+					return o, nil
 				})
 			})
 			if err != nil {

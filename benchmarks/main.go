@@ -23,6 +23,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit/benchmarks/internal/host"
+
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
@@ -75,17 +77,17 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d, go-redis default PoolSize %d), %s, redis-server %s. "+
 		"Each run: %v warm-up, %v measured (scenario d: %v and %v; s: %v and %v); "+
 		"every timed figure is the median of %d runs, taken in turns with the other libraries.",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), defaultPoolSize(), cpuModel(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), defaultPoolSize(), host.CPUModel(),
 		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, hs.warmup, hs.duration, reps)}
 	if newMemoryRedis == nil {
 		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
 			"was not present when this binary was built (see memcore.go).")
 	}
 
-	load := loadAverage()
+	load := host.LoadAverage()
 	err = measureAll(ctx, h, &hd, &hs, rep)
 	rep.Total = time.Since(start)
-	rep.Env += fmt.Sprintf(" 1-minute load average: %s at the start, %s at the end.", load, loadAverage())
+	rep.Env += fmt.Sprintf(" 1-minute load average: %s at the start, %s at the end.", load, host.LoadAverage())
 	if werr := write(rep, out); werr != nil {
 		err = errors.Join(err, werr)
 	}
@@ -173,27 +175,4 @@ func write(rep *report, dir string) error {
 	}
 	_, err := os.Stdout.Write(md.Bytes())
 	return err
-}
-
-// loadAverage returns the machine's 1-minute load average, or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "unknown"
-}
-
-// cpuModel returns the CPU's model name, or "unknown CPU".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for line := range strings.Lines(string(b)) {
-		if name, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
 }

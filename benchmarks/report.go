@@ -220,6 +220,8 @@ func (r *report) targets() [][]string {
 		add("Script cost (s): redlimit's acquire ÷ "+c.what+", Redis script µs per decision", fig)
 	}
 
+	add("After a decision (s): redlimit's settle and refund, Redis script µs per call, next to its acquire's", r.afterDecision())
+
 	fig = missing
 	ours, ok1 = r.find("a", poolDefault, libRedlimit, 1)
 	floor, ok2 := r.find("a", poolDefault, libFloor, 1)
@@ -255,6 +257,34 @@ func (r *report) targets() [][]string {
 		}
 	}
 	return t
+}
+
+// afterDecision lists Redis's time per call of redlimit's acquire (per
+// decision and per script call, which coalesced acquires share), and of the
+// settles and the refund that follow a grant, in scenario s.
+func (r *report) afterDecision() string {
+	var parts []string
+	if x, ok := r.find("s", caseLibrary, libRedlimit, scriptCallers); ok {
+		if e := erred(x); e != "" {
+			parts = append(parts, "acquire: "+e)
+		} else if x.Redis != nil && x.Redis.ScriptCalls > 0 {
+			parts = append(parts, fmt.Sprintf("acquire **%s µs** per decision (%s µs per script call)",
+				fixed(x.perScriptDecision(), 2), fixed(x.Redis.Script/x.Redis.ScriptCalls, 2)))
+		}
+	}
+	for _, c := range []struct{ lib, what string }{
+		{libSettleBelow, "settle 2 → 1 permits"}, {libSettleAbove, "settle 2 → 3 permits"}, {libRefund, "refund"},
+	} {
+		x, ok := r.find("s", caseLibrary, c.lib, scriptCallers)
+		switch {
+		case !ok:
+		case erred(x) != "":
+			parts = append(parts, c.what+": "+erred(x))
+		case x.Redis != nil && x.Redis.ScriptCalls > 0:
+			parts = append(parts, fmt.Sprintf("%s **%s µs**", c.what, fixed(x.perScriptDecision(), 2)))
+		}
+	}
+	return orMissing(strings.Join(parts, "; "))
 }
 
 // optionCost is the cost of the feature variant v over the memory-core
@@ -434,7 +464,10 @@ func (r *report) writeMarkdown(w io.Writer) error {
 		"no branches) are called directly, in pipelines of 32 EVALSHA from 4 goroutines, on config hashes and counters " +
 		"created first: one decision per script call. The others are called through their library from 64 goroutines over " +
 		"4 096 keys each decided once before: one decision per call, but for redlimit with coalescing on, whose concurrent " +
-		"decisions share script calls (*script calls per decision*); the floor is *return 1* called that way. Redis's time " +
+		"decisions share script calls (*script calls per decision*); the floor is *return 1* called that way. redlimit's " +
+		"settle and refund rows are the calls that follow a decision, on grants of 2 permits taken just before the run " +
+		"(their acquires are not counted): `Limiter.Settle` to 1 permit (below the reservation) or 3 (above it), each " +
+		"a call of the charge script, and `Limiter.Refund`; a \"decision\" there is one settle or refund. Redis's time " +
 		"per call depends on how the calls arrive (compare the two *return 1* rows); *beyond return 1* subtracts the floor " +
 		"called the same way.\n\n")
 	r.scriptTable(b)

@@ -67,13 +67,17 @@ func fakeReport() *report {
 		add("e", fw.name, variantBare, 1, 1_000_000, time.Microsecond, 10, false)
 		add("e", fw.name, variantRedis, 1, 10_000, 100*time.Microsecond, 60, true)
 	}
-	script := func(cs, lib string, callers int, perCall, calls float64) {
+	script := func(cs, lib string, callers int, perCall, calls float64) *row {
 		x := add("s", cs, lib, callers, 1000, time.Millisecond, 0, true)
 		x.Redis.Script, x.Redis.ScriptCalls, x.Redis.CPU = perCall*calls, calls, 3*calls
+		return x
 	}
 	script(casePipelines, scriptReturnOne, scriptPipeliners, 2, 32)
 	script(casePipelines, scriptStraight, scriptPipeliners, 10, 32)
-	script(caseLibrary, libRedlimit, scriptCallers, 12, 1)
+	script(caseLibrary, libRedlimit, scriptCallers, 24, 0.5) // coalesced: two decisions per script call
+	script(caseLibrary, libSettleBelow, scriptCallers, 7, 1)
+	script(caseLibrary, libSettleAbove, scriptCallers, 7.5, 1)
+	script(caseLibrary, libRefund, scriptCallers, 6, 1).Errors = 2
 	script(caseLibrary, libRedisRate, scriptCallers, 9, 1)
 	script(caseLibrary, libFloor, scriptCallers, 4, 1)
 	r.Memory = []memRow{
@@ -127,7 +131,12 @@ func TestMarkdown(t *testing.T) {
 		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
 		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 1.00 | 2.00 | +0.00 | 0.20× | 3.00 | 0 |",
 		"| straight-line (Redisson layout) | pipelines of 32 EVALSHA | 32 000 | 1.00 | 10.00 | +8.00 | 1.00× | 3.00 | 0 |",
-		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 1.00 | 12.00 | +8.00 | 1.20× | 3.00 | 0 |",
+		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 0.50 | 12.00 | +8.00 | 1.20× | 1.50 | 0 |",
+		"| redlimit's settle, 2 → 3 permits (above the reservation) | the library, 64 goroutines | 1 000 | 1.00 | 7.50 | +3.50 | 0.75× | 3.00 | 0 |",
+		"| After a decision (s): redlimit's settle and refund, Redis script µs per call, next to its acquire's | " +
+			"acquire **12.00 µs** per decision (24.00 µs per script call); settle 2 → 1 permits **7.00 µs**; " +
+			"settle 2 → 3 permits **7.50 µs**; refund: n/a (errors in redlimit's refund (2 permits)) |",
+		"| gRPC | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
 		"| floor | the library, 64 goroutines | 1 000 | 1.00 | 4.00 | +0.00 | 0.40× | 3.00 | 0 |",
 		"- a note",
 	} {

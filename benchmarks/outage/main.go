@@ -30,6 +30,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit/benchmarks/internal/host"
+
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -139,7 +141,7 @@ func measure(cfg config) (*run, error) {
 		return nil, err
 	}
 	r := &run{cfg: cfg, env: fmt.Sprintf("%s, %s/%s, %d CPUs, %s, redis-server %s; 1-minute load average %s at the start",
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), info["Server"]["redis_version"], loadAverage())}
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), host.CPUModel(), info["Server"]["redis_version"], host.LoadAverage())}
 	log.Printf("redis-server %s on %s; %v run, Redis down from %v for %v",
 		info["Server"]["redis_version"], srv.Addr, cfg.duration, cfg.downAt, cfg.downFor)
 	quiet := &redisLog{}
@@ -284,27 +286,4 @@ func write(r *run, dir string) error {
 	}
 	_, err := os.Stdout.WriteString(md.String())
 	return err
-}
-
-// loadAverage returns the machine's 1-minute load average, or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "unknown"
-}
-
-// cpuModel returns the CPU's model name, or "unknown CPU".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for line := range strings.Lines(string(b)) {
-		if name, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
 }
