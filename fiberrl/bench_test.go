@@ -32,6 +32,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			c.Response.Reset()
+			c.ResetUserValues() // as fasthttp's server does between requests
 			h(c)
 			if c.Response.StatusCode() != fiber.StatusOK {
 				b.Fatalf("status %d", c.Response.StatusCode())
