@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -105,26 +104,8 @@ func User(key any) KeyFunc {
 			s = v
 		case fmt.Stringer:
 			s = v.String()
-		case int:
-			s = strconv.FormatInt(int64(v), 10)
-		case int8:
-			s = strconv.FormatInt(int64(v), 10)
-		case int16:
-			s = strconv.FormatInt(int64(v), 10)
-		case int32:
-			s = strconv.FormatInt(int64(v), 10)
-		case int64:
-			s = strconv.FormatInt(v, 10)
-		case uint:
-			s = strconv.FormatUint(uint64(v), 10)
-		case uint8:
-			s = strconv.FormatUint(uint64(v), 10)
-		case uint16:
-			s = strconv.FormatUint(uint64(v), 10)
-		case uint32:
-			s = strconv.FormatUint(uint64(v), 10)
-		case uint64:
-			s = strconv.FormatUint(v, 10)
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+			s = fmt.Sprint(v)
 		default:
 			return "", errType
 		}

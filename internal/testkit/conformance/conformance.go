@@ -212,21 +212,16 @@ func (a App) Policy(l Limit) *policy.Policy {
 	if l.Observer != nil {
 		o = append(o, policy.WithObserver(l.Observer))
 	}
-	switch l.Headers {
-	case HeadersIETF:
-		o = append(o, policy.WithIETFHeaders())
-	case HeadersLegacy:
-		o = append(o, policy.WithLegacyHeaders())
-	case HeadersNone:
-		o = append(o, policy.WithoutHeaders())
+	headers := map[HeaderStyle]policy.Option{
+		HeadersIETF: policy.WithIETFHeaders(), HeadersLegacy: policy.WithLegacyHeaders(), HeadersNone: policy.WithoutHeaders(),
 	}
-	switch l.MissingKey {
-	case MissingKeyIP:
-		o = append(o, policy.WithMissingKeyIP())
-	case MissingKeyDeny:
-		o = append(o, policy.WithMissingKeyDeny())
-	case MissingKeyServe:
-		o = append(o, policy.WithMissingKeyServe())
+	missing := map[MissingKey]policy.Option{
+		MissingKeyIP: policy.WithMissingKeyIP(), MissingKeyDeny: policy.WithMissingKeyDeny(), MissingKeyServe: policy.WithMissingKeyServe(),
+	}
+	for _, opt := range []policy.Option{headers[l.Headers], missing[l.MissingKey]} {
+		if opt != nil {
+			o = append(o, opt)
+		}
 	}
 	p := policy.MustNew(a.Client, l.Name, l.Rate, o...)
 	if a.built != nil {
