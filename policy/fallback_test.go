@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -177,4 +179,24 @@ func TestOverloadIsShed(t *testing.T) {
 			assert.Equal(t, 2, obs.count(tc.timedOut), "%s: the decisions that waited for Redis", tc.name)
 		}
 	}
+}
+
+// A refund that this process was too busy to get answered in time goes
+// again later, and is not logged: that is no news of Redis.
+func TestABusyRefundIsNotLogged(t *testing.T) {
+	var buf bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	rdb := redistest.Shared(t).Client(t)
+	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	require.NoError(t, err)
+	p := policy.MustNew(c, "busy", core.PerMinute(1000), policy.WithRefundFailed(), policy.WithTimeout(100*time.Millisecond))
+	d := p.Decide(newReq("192.0.2.1:1"))
+	require.Equal(t, observe.Allowed, d.Outcome)
+	// Every round trip now answers after 300 ms: the refund's answer comes
+	// too late for its timeout.
+	rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
+	d.Done(http.StatusInternalServerError)
+	assert.NotContains(t, buf.String(), "refund failed", "a refund answered late is no failure of Redis's")
 }

@@ -501,7 +501,12 @@ func (d Decision) Done(status int) {
 		// Not sent, or no answer: it goes again when Redis can take it
 		// (a refund is made once, however often it is sent).
 		p.addRefund(d.name, d.prep, d.Result.Grant)
-		if ok, n := p.refundLog.allow(); ok && !errors.Is(err, core.ErrOverloaded) {
+		// Logged unless this process was merely busy (not sent, or
+		// answered late): that is no news of Redis.
+		if busy(err) {
+			return
+		}
+		if ok, n := p.refundLog.allow(); ok {
 			slog.WarnContext(ctx, "rate limiter: refund failed; it is sent again when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
@@ -554,7 +559,12 @@ func (d Decision) settle(permits int64) {
 	defer cancel()
 	if _, err := d.limiter.Settle(ctx, d.Result.Grant, permits); err != nil {
 		p.addSettle(d.name, d.prep, d.Result.Grant, permits)
-		if ok, n := p.refundLog.allow(); ok && !errors.Is(err, core.ErrOverloaded) {
+		// Logged unless this process was merely busy (not sent, or
+		// answered late): that is no news of Redis.
+		if busy(err) {
+			return
+		}
+		if ok, n := p.refundLog.allow(); ok {
 			slog.WarnContext(ctx, "rate limiter: settle failed; it is sent again when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
