@@ -20,14 +20,18 @@ import (
 	"time"
 )
 
+// The flags.
+var (
+	targets = flag.String("targets", "http://127.0.0.1:8080", "comma-separated base URLs, taken in turns")
+	addrs   = flag.Int("addrs", 1000, "source addresses, 127.20.0.1 onwards (at most 62 500)")
+	per     = flag.Int("per", 15, "requests per address")
+	path    = flag.String("path", "/", "the path of every request")
+	method  = flag.String("method", http.MethodGet, "the method of every request")
+	spread  = flag.Duration("spread", 0, "spread each address's requests evenly over this time (0: all at once)")
+	timeout = flag.Duration("timeout", 10*time.Second, "client timeout per request")
+)
+
 func main() {
-	targets := flag.String("targets", "http://127.0.0.1:8080", "comma-separated base URLs, taken in turns")
-	addrs := flag.Int("addrs", 1000, "source addresses, 127.20.0.1 onwards (at most 62 500)")
-	per := flag.Int("per", 15, "requests per address")
-	path := flag.String("path", "/", "the path of every request")
-	method := flag.String("method", http.MethodGet, "the method of every request")
-	spread := flag.Duration("spread", 0, "spread each address's requests evenly over this time (0: all at once)")
-	timeout := flag.Duration("timeout", 10*time.Second, "client timeout per request")
 	flag.Parse()
 	if *addrs < 1 || *addrs > 62_500 || *per < 1 {
 		fmt.Println("loadprobe: -addrs must be 1 to 62 500 and -per at least 1")
