@@ -1,7 +1,6 @@
 package ginrl_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -52,20 +51,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		e.GET("/", ok)
 		serve(b, e)
 	})
-	b.Run("core", func(b *testing.B) {
-		client, err := core.New(memredis.New())
-		if err != nil {
-			b.Fatal(err)
-		}
-		opts := []core.LimiterOption{core.WithRate(rate), core.WithCallTimeout(10 * time.Second)}
-		ctx := context.Background()
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := client.Limiter("bench:192.0.2.1", opts...).TryAcquire(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	b.Run("core", func(b *testing.B) { memredis.Decide(b, "bench:192.0.2.1", rate) })
 }
 
 // discard is a ResponseWriter that keeps only the status and headers.
