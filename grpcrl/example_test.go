@@ -24,8 +24,9 @@ import (
 // Every call of a client takes a permit from its peer IP's budget of 100 a
 // minute; the 101st fails with ResourceExhausted, whose RetryInfo says when
 // a permit comes back (a minute after the first call, rounded up to the
-// second; printed here to the minute). The service here is gRPC's health service; the
-// Redis, an embedded one (miniredis), so that the example needs no server.
+// second; printed here to the minute). The service here is gRPC's health
+// service; the Redis, an embedded one (miniredis), so that the example
+// needs no server.
 func Example() {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
