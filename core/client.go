@@ -304,8 +304,19 @@ func (c *Client) Check(ctx context.Context) error {
 // takes the scripts.
 func checkNode(ctx context.Context, rdb *redis.Client) error {
 	addr := "redis at " + rdb.Options().Addr
+	if rdb.Options().Addr == failoverAddr {
+		addr = "the redis master that Sentinel names"
+	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return checkError(addr, "PING", err)
+	}
+	if rdb.Options().Addr == failoverAddr {
+		// The master's address, as the server sees this connection.
+		if info, err := rdb.Do(ctx, "CLIENT", "INFO").Text(); err == nil {
+			if _, laddr, ok := strings.Cut(info, "laddr="); ok {
+				addr = "redis at " + strings.Fields(laddr + " ")[0] + " (the master Sentinel names)"
+			}
+		}
 	}
 	role, err := rdb.Do(ctx, "ROLE").Slice()
 	switch msg := fmt.Sprint(err); {
@@ -319,6 +330,10 @@ func checkNode(ctx context.Context, rdb *redis.Client) error {
 	}
 	return checkScripts(ctx, rdb, addr)
 }
+
+// failoverAddr is the address go-redis gives a Sentinel (failover) client's
+// options: the master's is known only once Sentinel names it.
+const failoverAddr = "FailoverClient"
 
 // checkScripts loads every script.
 func checkScripts(ctx context.Context, rdb redis.Scripter, addr string) error {

@@ -141,6 +141,31 @@ func TestCheckSaysWhatIsWrong(t *testing.T) {
 	t.Logf("what Check says: %v", err)
 }
 
+// Check on a Sentinel (failover) client names the master Sentinel gave it.
+func TestCheckNamesTheSentinelMaster(t *testing.T) {
+	redistest.Need(t)
+	d, err := redistest.StartSentinel()
+	require.NoError(t, err)
+	t.Cleanup(d.Stop)
+	_, err = d.Master.CLI("acl", "setuser", "noscript", "on", ">pw", "~*", "+@all", "-script")
+	require.NoError(t, err)
+	check := func(user, password string) error {
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: d.Name, SentinelAddrs: d.SentinelAddrs(),
+			Username: user, Password: password, MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		c, err := core.New(rdb)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		return c.Check(ctx)
+	}
+	assert.NoError(t, check("", ""))
+	err = check("noscript", "pw")
+	assert.ErrorIs(t, err, core.ErrUnavailable)
+	assert.ErrorContains(t, err, "redis at "+d.Master.Addr+" (the master Sentinel names) does not let this user run SCRIPT LOAD")
+	assert.NotContains(t, err.Error(), "FailoverClient")
+}
+
 func portOf(addr string) string {
 	for i := len(addr) - 1; i >= 0; i-- {
 		if addr[i] == ':' {

@@ -57,7 +57,7 @@ func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 			},
 			Next: func(c echo.Context) (int, error) { err := next(c); return status(c, err), err },
 		}
-		flow.Handlers(cfg.OnError, committed, cfg.Deny, func(c echo.Context, r core.Result) { c.Set(resultKey, r) })
+		flow.Handlers(cfg.OnError, committed, cfg.Deny)
 		return func(c echo.Context) error {
 			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
@@ -92,15 +92,12 @@ type problem struct {
 func (p problem) MarshalJSON() ([]byte, error) { return p.body, nil }
 func (p problem) String() string               { return http.StatusText(p.status) }
 
-// resultKey is where a refused request's result is stored with c.Set.
-const resultKey = "github.com/redlimit/redlimit/echorl.result"
-
-// ResultFrom returns the decision of a request refused over the limit, in
-// a deny handler.
-func ResultFrom(c echo.Context) (core.Result, bool) {
-	res, ok := c.Get(resultKey).(core.Result)
-	return res, ok
-}
+// ResultFrom returns the decision of the request: in a deny handler, the
+// refusal; in the handlers of a request served, the decision with the
+// fewest permits left of the policies that limit it (remaining permits,
+// reset time), as its X-RateLimit-* headers show. It reports false before
+// any policy decided the request.
+func ResultFrom(c echo.Context) (core.Result, bool) { return policy.ResultFrom(c.Request().Context()) }
 
 // Key returns a key function that reads the key from the echo.Context, such as
 // a path parameter or a value set with c.Set; an empty key means that the request has none.

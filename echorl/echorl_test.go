@@ -74,6 +74,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	})
 	e.Use(limits(app.Global)...)
 	ok := func(c echo.Context) error {
+		c.Response().Header().Set(conformance.HeaderResult, conformance.ResultValue(echorl.ResultFrom(c)))
 		return c.String(app.Status(c.Request().Context(), c.Request().Header.Get), "ok")
 	}
 	for _, r := range app.Routes {

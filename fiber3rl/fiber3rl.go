@@ -49,7 +49,7 @@ func WithErrorHandler(onError func(c fiber.Ctx, err error) error) Option {
 func New(p *policy.Policy, opts ...Option) fiber.Handler {
 	cfg := native.Configure[config]("fiber3rl.New", p, opts)
 	flow := native.Flow[fiber.Ctx]{Refuse: refuse, Next: next}
-	flow.Handlers(cfg.OnError, wrote, cfg.Deny, func(c fiber.Ctx, r core.Result) { c.Locals(resultKey{}, r) })
+	flow.Handlers(cfg.OnError, wrote, cfg.Deny)
 	return func(c fiber.Ctx) error {
 		if cfg.Skip != nil && cfg.Skip(c) {
 			return c.Next()
@@ -84,14 +84,12 @@ func next(c fiber.Ctx) (int, error) {
 	return c.Response().StatusCode(), nil
 }
 
-type resultKey struct{}
-
-// ResultFrom returns the decision of a request refused over the limit, in
-// a deny handler.
-func ResultFrom(c fiber.Ctx) (core.Result, bool) {
-	res, ok := c.Locals(resultKey{}).(core.Result)
-	return res, ok
-}
+// ResultFrom returns the decision of the request: in a deny handler, the
+// refusal; in the handlers of a request served, the decision with the
+// fewest permits left of the policies that limit it (remaining permits,
+// reset time), as its X-RateLimit-* headers show. It reports false before
+// any policy decided the request.
+func ResultFrom(c fiber.Ctx) (core.Result, bool) { return policy.ResultFrom(c.Context()) }
 
 // Key returns a key function that reads the key from the fiber.Ctx, such as
 // a path parameter or a value in c.Locals; an empty key means that the request has none.

@@ -129,7 +129,10 @@ func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Re
 		for _, l := range r.Limits {
 			chain = append(chain, fiber3rl.New(app.Policy(l), options(app, l)...))
 		}
-		chain = append(chain, func(c fiber.Ctx) error { return c.Status(app.Status(c.Context(), header(c))).SendString("ok") })
+		chain = append(chain, func(c fiber.Ctx) error {
+			c.Set(conformance.HeaderResult, conformance.ResultValue(fiber3rl.ResultFrom(c)))
+			return c.Status(app.Status(c.Context(), header(c))).SendString("ok")
+		})
 		f.Get(fiberPath(r.Path), chain[0], chain[1:]...)
 	}
 	return func(req *http.Request) (*http.Response, error) { return f.Test(req, fiber.TestConfig{}) }

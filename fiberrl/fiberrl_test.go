@@ -100,7 +100,10 @@ func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Re
 		for _, l := range r.Limits {
 			chain = append(chain, fiberrl.New(app.Policy(l), options(app, l)...))
 		}
-		chain = append(chain, func(c *fiber.Ctx) error { return c.Status(app.Status(c.UserContext(), header(c))).SendString("ok") })
+		chain = append(chain, func(c *fiber.Ctx) error {
+			c.Set(conformance.HeaderResult, conformance.ResultValue(fiberrl.ResultFrom(c)))
+			return c.Status(app.Status(c.UserContext(), header(c))).SendString("ok")
+		})
 		f.Get(fiberPath(r.Path), chain...)
 	}
 	return func(req *http.Request) (*http.Response, error) { return f.Test(req, -1) }

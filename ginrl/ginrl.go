@@ -71,8 +71,7 @@ func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
 		}
 	}
 	if cfg.Deny != nil {
-		flow.Deny = func(c *gin.Context, r core.Result) error {
-			c.Set(resultKey{}, r)
+		flow.Deny = func(c *gin.Context) error {
 			cfg.Deny(c)
 			c.Abort()
 			return nil
@@ -87,15 +86,12 @@ func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
 	}
 }
 
-type resultKey struct{}
-
-// ResultFrom returns the decision of a request refused over the limit, in
-// a deny handler.
-func ResultFrom(c *gin.Context) (core.Result, bool) {
-	v, _ := c.Get(resultKey{})
-	res, ok := v.(core.Result)
-	return res, ok
-}
+// ResultFrom returns the decision of the request: in a deny handler, the
+// refusal; in the handlers of a request served, the decision with the
+// fewest permits left of the policies that limit it (remaining permits,
+// reset time), as its X-RateLimit-* headers show. It reports false before
+// any policy decided the request.
+func ResultFrom(c *gin.Context) (core.Result, bool) { return policy.ResultFrom(c.Request.Context()) }
 
 // Key returns a key function that reads the key from the *gin.Context, such as
 // a path parameter or a value set with c.Set; an empty key means that the request has none.

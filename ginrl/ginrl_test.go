@@ -67,7 +67,10 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 	for _, l := range app.Global {
 		engine.Use(ginrl.New(app.Policy(l), options(app, l)...))
 	}
-	ok := func(c *gin.Context) { c.String(app.Status(c.Request.Context(), c.GetHeader), "ok") }
+	ok := func(c *gin.Context) {
+		c.Header(conformance.HeaderResult, conformance.ResultValue(ginrl.ResultFrom(c)))
+		c.String(app.Status(c.Request.Context(), c.GetHeader), "ok")
+	}
 	for _, r := range app.Routes {
 		var chain []gin.HandlerFunc
 		for _, l := range r.Limits {

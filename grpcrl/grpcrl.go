@@ -7,7 +7,8 @@
 // RetryInfo and a QuotaFailure naming the policy; a cost above the rate, the
 // same without RetryInfo; no key, PermissionDenied; a bad cost,
 // InvalidArgument; fail closed, Unavailable. policy.WithRefund sees a served
-// call's code as its HTTP status (NotFound 404, Unavailable 503, ...).
+// call's code as its HTTP status (NotFound 404, Unavailable 503, ...). A
+// handler reads its call's decision with policy.ResultFrom(ctx).
 package grpcrl
 
 import (
@@ -39,6 +40,15 @@ type Option func(*config)
 type config struct {
 	p     *policy.Policy
 	onErr func(ctx context.Context, err error)
+	skip  func(ctx context.Context, fullMethod string) bool
+}
+
+// WithSkip exempts the calls for which skip returns true, given the call's
+// context and its full method ("/grpc.health.v1.Health/Check"): they go
+// straight to the handler, unlimited, such as a load balancer's health
+// checks.
+func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
+	return func(c *config) { c.skip = skip }
 }
 
 // WithErrorHandler receives the errors of the policy (Decision.Err), instead
@@ -56,7 +66,10 @@ func newServer(fn string, p *policy.Policy, opts []Option) *config {
 // UnaryServerInterceptor returns an interceptor that applies p to calls.
 func UnaryServerInterceptor(p *policy.Policy, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newServer("UnaryServerInterceptor", p, opts)
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, next grpc.UnaryHandler) (resp any, err error) {
+		if c.skip != nil && c.skip(ctx, info.FullMethod) {
+			return next(ctx, req)
+		}
 		err = c.serve(ctx, grpc.SetHeader, func(ctx context.Context) error { resp, err = next(ctx, req); return err })
 		return resp, err
 	}
@@ -65,7 +78,10 @@ func UnaryServerInterceptor(p *policy.Policy, opts ...Option) grpc.UnaryServerIn
 // StreamServerInterceptor returns an interceptor that applies p to streams.
 func StreamServerInterceptor(p *policy.Policy, opts ...Option) grpc.StreamServerInterceptor {
 	c := newServer("StreamServerInterceptor", p, opts)
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, next grpc.StreamHandler) error {
+		if c.skip != nil && c.skip(ss.Context(), info.FullMethod) {
+			return next(srv, ss)
+		}
 		return c.serve(ss.Context(), func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) },
 			func(ctx context.Context) error { return next(srv, &stream{ss, ctx}) })
 	}

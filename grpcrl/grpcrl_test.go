@@ -69,6 +69,11 @@ func unaryHandler(srv any, ctx context.Context, dec func(any) error, interceptor
 		switch c := metadata.ValueFromIncomingContext(ctx, codeKey); {
 		case len(c) == 0:
 			return wrapperspb.String("ok"), nil
+		case c[0] == "result": // the call's decision, as its handler reads it
+			if r, ok := policy.ResultFrom(ctx); ok {
+				return wrapperspb.String("r=" + strconv.FormatInt(r.Remaining, 10)), nil
+			}
+			return wrapperspb.String("none"), nil
 		case c[0] == "context":
 			return nil, context.DeadlineExceeded
 		default:
@@ -215,6 +220,49 @@ func TestAllow(t *testing.T) {
 		assert.Len(t, header.Get("x-ratelimit-reset"), 1)
 		assert.Empty(t, header.Get("retry-after"), "an allowed call has no retry-after")
 	}
+}
+
+// TestHandlerReadsItsDecision: a handler reads the decision of its call
+// with policy.ResultFrom.
+func TestHandlerReadsItsDecision(t *testing.T) {
+	client, _ := shared(t)
+	conn := unary(t, policy.MustNew(client, "api", core.PerMinute(3)))
+	ctx := metadata.AppendToOutgoingContext(context.Background(), codeKey, "result")
+	for _, want := range []string{"r=2", "r=1"} {
+		got := new(wrapperspb.StringValue)
+		require.NoError(t, conn.Invoke(ctx, unaryMethod, &emptypb.Empty{}, got))
+		assert.Equal(t, want, got.GetValue())
+	}
+}
+
+// TestSkip: calls that WithSkip exempts reach their handler unlimited, unary
+// and streaming, such as a load balancer's health checks; the others are
+// limited.
+func TestSkip(t *testing.T) {
+	client, _ := shared(t)
+	p := policy.MustNew(client, "api", core.PerMinute(1))
+	skip := grpcrl.WithSkip(func(_ context.Context, method string) bool { return method != unaryMethod })
+	conn, svc := serve(t, []grpc.ServerOption{
+		grpc.UnaryInterceptor(grpcrl.UnaryServerInterceptor(p, skip)),
+		grpc.StreamInterceptor(grpcrl.StreamServerInterceptor(p, skip)),
+	})
+	for range 3 {
+		header, err := invoke(t, conn, otherMethod)
+		require.NoError(t, err)
+		assert.Empty(t, header.Get("ratelimit"), "a skipped call carries no rate limit fields")
+		stream, err := conn.NewStream(context.Background(), &serviceDesc.Streams[0], streamMethod)
+		require.NoError(t, err)
+		require.NoError(t, stream.SendMsg(&emptypb.Empty{}))
+		require.NoError(t, stream.CloseSend())
+		for range 3 {
+			require.NoError(t, stream.RecvMsg(new(wrapperspb.StringValue)))
+		}
+	}
+	_, err := invoke(t, conn, unaryMethod)
+	require.NoError(t, err)
+	_, err = invoke(t, conn, unaryMethod)
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the call not skipped is limited")
+	assert.EqualValues(t, 7, svc.served.Load())
 }
 
 // TestDeny checks a refusal over the limit: ResourceExhausted, with a

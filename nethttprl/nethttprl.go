@@ -71,8 +71,8 @@ func New(p *policy.Policy, opts ...Option) func(http.Handler) http.Handler {
 			}
 		}
 		if cfg.Deny != nil {
-			flow.Deny = func(x *exchange, r core.Result) error {
-				cfg.Deny.ServeHTTP(x.w, x.r.WithContext(context.WithValue(x.r.Context(), resultKey{}, r)))
+			flow.Deny = func(x *exchange) error {
+				cfg.Deny.ServeHTTP(x.w, x.r)
 				return nil
 			}
 		}
@@ -109,14 +109,12 @@ func (w *writer) Write(b []byte) (int, error) {
 func (w *writer) Flush()                      { _ = http.NewResponseController(w.ResponseWriter).Flush() }
 func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-type resultKey struct{}
-
-// ResultFrom returns the decision of a request refused over the limit, in
-// a deny handler.
-func ResultFrom(r *http.Request) (core.Result, bool) {
-	res, ok := r.Context().Value(resultKey{}).(core.Result)
-	return res, ok
-}
+// ResultFrom returns the decision of the request: in a deny handler, the
+// refusal; in the handlers of a request served, the decision with the
+// fewest permits left of the policies that limit it (remaining permits,
+// reset time), as its X-RateLimit-* headers show. It reports false before
+// any policy decided the request.
+func ResultFrom(r *http.Request) (core.Result, bool) { return policy.ResultFrom(r.Context()) }
 
 // Key returns a key function that reads the key from the *http.Request, such as
 // a path value or a context value; an empty key means that the request has none.

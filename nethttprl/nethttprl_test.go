@@ -59,6 +59,7 @@ func serve(t *testing.T, app conformance.App) func(*http.Request) (*http.Respons
 		return h
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(conformance.HeaderResult, conformance.ResultValue(nethttprl.ResultFrom(r)))
 		w.WriteHeader(app.Status(r.Context(), r.Header.Get))
 		_, _ = io.WriteString(w, "ok")
 	})

@@ -2,9 +2,11 @@
 // A Policy is one named limit: who is limited (a key function), how many
 // requests at what cost, whether a request over the limit waits, what
 // happens when Redis cannot decide, which headers responses carry, and who
-// observes it. The middleware packages (ginrl, echorl, fiberrl, nethttprl,
-// and adapters of their own for other frameworks) apply a Policy; they only
-// translate their framework's request and response.
+// observes it. The middleware packages apply a Policy, and only translate
+// their framework's request and response: ginrl (gin), echorl (echo v4),
+// echo5rl (echo v5), fiberrl (fiber v2), fiber3rl (fiber v3), nethttprl
+// (net/http, chi and other routers built on it) and grpcrl (gRPC server
+// interceptors); echo5rl, fiber3rl and grpcrl are modules of their own.
 //
 //	login := policy.MustNew(client, "login", core.PerMinute(5), policy.WithWait(3*time.Second))
 //	r.Use(ginrl.New(policy.MustNew(client, "global", core.PerMinute(100))))

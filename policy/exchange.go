@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -36,12 +37,13 @@ type limits struct {
 	// refused: one of them refused the request; the earlier ones give
 	// their grants back.
 	refused bool
-	// The rate limit fields written so far: the RateLimit-Policy and
-	// RateLimit lists, and, for the X-RateLimit-* headers, which decision
-	// wrote them and its remaining permits.
+	// The RateLimit-Policy and RateLimit lists written so far.
 	policies, items string
-	legacy          legacySource
-	remaining       int64
+	// The request's headline decision (ResultFrom, and the X-RateLimit-*
+	// headers): the refusal, or else the decision with the fewest permits
+	// left; shown says which kind it is.
+	shown  shown
+	result core.Result
 
 	// settled: the real cost of the request per policy, as the handler
 	// reported it (Policy.Settle), maybe from another goroutine.
@@ -66,15 +68,47 @@ func (l *limits) settledFor(p *Policy) (int64, bool) {
 	return 0, false
 }
 
-// legacySource is the decision whose X-RateLimit-* headers a request
-// carries: none yet, an allowed one, or a refusal, whose stand.
-type legacySource uint8
+// shown is the kind of a request's headline decision: none yet, one that
+// served the request, or a refusal, which stands.
+type shown uint8
 
 const (
-	legacyNone legacySource = iota
-	legacyAllowed
-	legacyRefusal
+	shownNone shown = iota
+	shownServed
+	shownRefusal
 )
+
+// headline makes d the request's headline decision, and reports whether it
+// did: a refusal replaces a served decision, and a served decision one
+// with more permits left. A decision that no limiter made (no key, a cost
+// refused) is never the headline.
+func (l *limits) headline(d *Decision) bool {
+	if d.prep == nil || d.Result.Rate.Permits == 0 || l.shown == shownRefusal {
+		return false
+	}
+	if d.Status == 0 && l.shown == shownServed && d.Result.Remaining >= l.result.Remaining {
+		return false
+	}
+	l.shown, l.result = shownServed, d.Result
+	if d.Status != 0 {
+		l.shown = shownRefusal
+	}
+	return true
+}
+
+// ResultFrom returns the decision of the request whose context is ctx,
+// once a policy decided it, and whether there is one: the refusal, in a
+// deny handler, or, in the handler of a request served, the decision
+// with the fewest permits left of the policies that limit it (the one its
+// X-RateLimit-* headers show). Adapters read it from their framework's
+// request with a ResultFrom of their own.
+func ResultFrom(ctx context.Context) (core.Result, bool) {
+	l, ok := ctx.Value(limitsKey{}).(*limits)
+	if !ok || l.shown == shownNone {
+		return core.Result{}, false
+	}
+	return l.result, true
+}
 
 type limitsKey struct{}
 

@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,7 +35,7 @@ func (f *fallback) failed(p *Policy, err error) {
 		if p.observer != nil {
 			p.observer.Fallback(p.name, true)
 		}
-		slog.Warn("rate limiter: redis cannot decide; limiting in memory at this process's share until it can",
+		p.log().Warn("rate limiter: redis cannot decide; limiting in memory at this process's share until it can",
 			"policy", p.name, "err", err)
 	}
 }
@@ -50,7 +49,7 @@ func (f *fallback) answered(p *Policy, sent int64) {
 		if p.observer != nil {
 			p.observer.Fallback(p.name, false)
 		}
-		slog.Info("rate limiter: redis decides again", "policy", p.name)
+		p.log().Info("rate limiter: redis decides again", "policy", p.name)
 	}
 }
 

@@ -185,13 +185,11 @@ func TestOverloadIsShed(t *testing.T) {
 // again later, and is not logged: that is no news of Redis.
 func TestABusyRefundIsNotLogged(t *testing.T) {
 	var buf bytes.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
 	rdb := redistest.Shared(t).Client(t)
 	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
-	p := policy.MustNew(c, "busy", core.PerMinute(1000), policy.WithRefundFailed(), policy.WithTimeout(100*time.Millisecond))
+	p := policy.MustNew(c, "busy", core.PerMinute(1000), policy.WithRefundFailed(), policy.WithTimeout(100*time.Millisecond),
+		policy.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	d := p.Decide(newReq("192.0.2.1:1"))
 	require.Equal(t, observe.Allowed, d.Outcome)
 	// Every round trip now answers after 300 ms: the refund's answer comes

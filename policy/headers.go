@@ -130,10 +130,9 @@ func sfString(name string) string {
 // closed gets Retry-After 1; a request decided without a limiter, or
 // refused for its cost, gets none. When several policies limit one
 // request, each adds its item to the RateLimit and RateLimit-Policy lists
-// (lim holds them), and the X-RateLimit-* headers are those of the policy
-// that refused the request or, when none did, of the one with the fewest
-// permits left.
-func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision) {
+// (lim holds them), and the X-RateLimit-* headers are those of the
+// request's headline decision (see limits.headline).
+func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline bool) {
 	if d.Status == http.StatusServiceUnavailable {
 		x.SetHeader(headerRetryAfter, failedRetryAfter)
 		return
@@ -153,7 +152,7 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision) {
 	remaining := max(d.Result.Remaining, 0)
 	ietf := h.style == headersAll || h.style == headersIETF
 	legacy := h.style == headersAll || h.style == headersLegacy
-	legacy = legacy && (refused || lim.legacy == legacyNone || lim.legacy == legacyAllowed && remaining < lim.remaining)
+	legacy = legacy && headline
 
 	// The numbers, t then remaining, and the RateLimit item, formatted
 	// into one string of which every value is a part.
@@ -180,10 +179,6 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision) {
 		x.SetHeader(headerRateLimit, lim.items)
 	}
 	if legacy {
-		lim.legacy, lim.remaining = legacyAllowed, remaining
-		if refused {
-			lim.legacy = legacyRefusal
-		}
 		x.SetHeader(headerLimit, h.limit)
 		x.SetHeader(headerRemaining, s[tEnd:rEnd])
 		x.SetHeader(headerReset, s[:tEnd])

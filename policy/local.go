@@ -1,4 +1,6 @@
-// local is an in-process rate limiter: the fallback a policy limits with
+package policy
+
+// This file holds an in-process rate limiter: the fallback a policy limits with
 // while Redis cannot decide (WithFailLocal). Each key has a sliding window cut
 // into buckets of 1/16 of the interval, with a count of permits per bucket;
 // a bucket counts until it is wholly out of the window, so the limiter never
@@ -6,7 +8,6 @@
 // little less), and retry times are never early. Keys are kept up to a
 // maximum, the least recently used going first, so a flood of new keys
 // cannot take the process's memory.
-package policy
 
 import (
 	"hash/maphash"

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redlimit/redlimit/core"
@@ -39,6 +40,7 @@ type settings struct {
 	refund     func(status int) bool
 	dryRun     bool
 	observer   observe.Observer
+	logger     *slog.Logger
 }
 
 // Defaults of a Policy's options.
@@ -231,6 +233,14 @@ func WithDryRun() Option {
 // implement it). Without one, nothing is measured.
 func WithObserver(o observe.Observer) Option {
 	return func(s *settings) { s.observer = o }
+}
+
+// WithLogger sends the policy's log lines (the local fallback's start and
+// end, errors without an error handler, refunds that failed) to l instead
+// of the default logger, slog.Default(). Lines are WARN but for the end of
+// the fallback (INFO), and at most one a second of each kind.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) { s.logger = l }
 }
 
 // WithIETFHeaders writes only the IETF draft RateLimit and

@@ -41,9 +41,10 @@ type Policy struct {
 	refund   func(status int) bool
 	dryRun   bool
 	observer observe.Observer
+	logger   *slog.Logger // nil: slog.Default()
 	style    headerStyle
 
-	log       throttle
+	errLog    throttle
 	refundLog throttle
 }
 
@@ -102,6 +103,7 @@ func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, err
 		refund:   s.refund,
 		dryRun:   s.dryRun,
 		observer: s.observer,
+		logger:   s.logger,
 		style:    s.headers,
 	}
 	p.base = p.prepare(r)
@@ -187,7 +189,7 @@ func (p *Policy) Decide(x Exchange) Decision {
 	}
 	lim := limitsOf(x)
 	d := p.decide(x, lim)
-	p.writeHeaders(x, lim, &d)
+	p.writeHeaders(x, lim, &d, lim.headline(&d))
 	if d.Status != 0 {
 		lim.refused = true
 	}
@@ -507,7 +509,7 @@ func (d Decision) Done(status int) {
 			return
 		}
 		if ok, n := p.refundLog.allow(); ok {
-			slog.WarnContext(ctx, "rate limiter: refund failed; it is sent again when Redis answers", "policy", p.name,
+			p.log().WarnContext(ctx, "rate limiter: refund failed; it is sent again when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
 	}
@@ -565,7 +567,7 @@ func (d Decision) settle(permits int64) {
 			return
 		}
 		if ok, n := p.refundLog.allow(); ok {
-			slog.WarnContext(ctx, "rate limiter: settle failed; it is sent again when Redis answers", "policy", p.name,
+			p.log().WarnContext(ctx, "rate limiter: settle failed; it is sent again when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
 	}
@@ -597,12 +599,20 @@ func (t *throttle) allow() (bool, int64) {
 	return true, t.suppressed.Swap(0)
 }
 
+// log returns the policy's logger.
+func (p *Policy) log() *slog.Logger {
+	if p.logger != nil {
+		return p.logger
+	}
+	return slog.Default()
+}
+
 // LogError is what adapters do with a Decision's Err when they have no
-// error handler: it logs err with log/slog at level WARN, at most once a
-// second per policy, counting the errors it leaves out, so that a Redis
+// error handler: it logs err with the policy's logger (WithLogger) at
+// level WARN, at most once a second per policy, counting the errors it leaves out, so that a Redis
 // outage cannot flood the log.
 func (p *Policy) LogError(ctx context.Context, err error) {
-	if ok, n := p.log.allow(); ok {
-		slog.WarnContext(ctx, "rate limiter error", "policy", p.name, "err", err, "similar_errors_not_logged", n)
+	if ok, n := p.errLog.allow(); ok {
+		p.log().WarnContext(ctx, "rate limiter error", "policy", p.name, "err", err, "similar_errors_not_logged", n)
 	}
 }

@@ -496,13 +496,11 @@ func TestDecideFailsWithinTheTimeout(t *testing.T) {
 	assert.True(t, strings.HasPrefix(d.Err.Error(), "policy slow: "), d.Err.Error())
 }
 
+// LogError writes to the policy's logger, at most a line a second.
 func TestLogErrorIsThrottled(t *testing.T) {
 	var buf bytes.Buffer
-	prev := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(prev) })
 	c, _ := mini(t)
-	p := policy.MustNew(c, "log", core.PerMinute(2))
+	p := policy.MustNew(c, "log", core.PerMinute(2), policy.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	for i := 0; i < 100; i++ {
 		p.LogError(context.Background(), errors.New("redis down"))
 	}

@@ -3,7 +3,6 @@ package native
 import (
 	"net/http"
 
-	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -15,8 +14,8 @@ type Flow[C any] struct {
 	// then.
 	OnError func(C, error) (answered bool, err error)
 	// Deny is WithDenyHandler's handler, or nil: it answers a request over
-	// the limit, with its result.
-	Deny func(C, core.Result) error
+	// the limit (policy.ResultFrom gives its result).
+	Deny func(C) error
 	// Refuse answers a refused request with the policy's status and body.
 	Refuse func(c C, status int, body []byte) error
 	// Next runs the rest of the chain and returns the response's status.
@@ -37,7 +36,7 @@ func (f *Flow[C]) Serve(p *policy.Policy, x policy.Exchange, c C) error {
 	}
 	switch {
 	case d.Status == http.StatusTooManyRequests && f.Deny != nil:
-		return f.Deny(c, d.Result)
+		return f.Deny(c)
 	case d.Status != 0:
 		return f.Refuse(c, d.Status, d.Body)
 	}
@@ -50,9 +49,8 @@ func (f *Flow[C]) Serve(p *policy.Policy, x policy.Exchange, c C) error {
 // framework whose handlers return errors (echo, fiber); nil handlers leave
 // them nil. The error handler's answer stands when it returns an error, or
 // when the function that wrote(c), called before it, returns reports that
-// it wrote a response. The deny handler finds the result where keep puts
-// it.
-func (f *Flow[C]) Handlers(onError func(C, error) error, wrote func(C) func() bool, deny func(C) error, keep func(C, core.Result)) {
+// it wrote a response.
+func (f *Flow[C]) Handlers(onError func(C, error) error, wrote func(C) func() bool, deny func(C) error) {
 	if onError != nil {
 		f.OnError = func(c C, err error) (bool, error) {
 			written := wrote(c)
@@ -60,10 +58,5 @@ func (f *Flow[C]) Handlers(onError func(C, error) error, wrote func(C) func() bo
 			return err != nil || written(), err
 		}
 	}
-	if deny != nil {
-		f.Deny = func(c C, r core.Result) error {
-			keep(c, r)
-			return deny(c)
-		}
-	}
+	f.Deny = deny
 }

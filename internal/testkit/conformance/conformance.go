@@ -292,7 +292,19 @@ const (
 	// HeaderSettle: the real cost of the request, reported by the handler
 	// (App.Status).
 	HeaderSettle = "X-Settle"
+	// HeaderResult: the handler's answer carries the decision it read with
+	// the adapter's ResultFrom (ResultValue).
+	HeaderResult = "X-Result"
 )
+
+// ResultValue is what a handler writes in HeaderResult: the remaining
+// permits of the decision the adapter's ResultFrom gave it, or "none".
+func ResultValue(r core.Result, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return "r=" + strconv.FormatInt(r.Remaining, 10)
+}
 
 // Status is the status a handler answers with: X-Status, else 200.
 func Status(header func(string) string) int {

@@ -172,6 +172,7 @@ func run(t *testing.T, a Adapter, b backend) {
 			assert.Equal(t, `"basic";q=3;w=60`, r.header.Get("RateLimit-Policy"))
 			assert.Equal(t, `"basic";r=`+want+`;t=60`, r.header.Get("RateLimit"))
 			assert.Empty(t, r.header.Get("Retry-After"))
+			assert.Equal(t, "r="+want, r.header.Get(HeaderResult), "the handler reads its decision with ResultFrom")
 		}
 		r := c.get("/a")
 		require.Equal(t, http.StatusTooManyRequests, r.status)
@@ -297,6 +298,7 @@ func run(t *testing.T, a Adapter, b backend) {
 			r := c.get("/health")
 			assert.Equal(t, http.StatusOK, r.status)
 			assert.Empty(t, r.header.Get("RateLimit"))
+			assert.Equal(t, "none", r.header.Get(HeaderResult), "no decision for a skipped request")
 		}
 		assert.Equal(t, []int{200, 429}, c.statuses(2, "/a"))
 	})
@@ -369,6 +371,7 @@ func run(t *testing.T, a Adapter, b backend) {
 			"each policy lists itself")
 		assert.Regexp(t, `^"ip";r=\d+;t=\d+, "burst";r=1;t=1, "hourly";r=0;t=\d+$`, strings.Join(r.header.Values("RateLimit"), ", "))
 		assert.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"), "the most restrictive remaining")
+		assert.Equal(t, "r=0", r.header.Get(HeaderResult), "ResultFrom gives the decision the headers show")
 		r = c.get("/multi")
 		assert.Equal(t, http.StatusTooManyRequests, r.status, "the hourly limit")
 		assert.Contains(t, r.body, `"hourly"`)

@@ -345,3 +345,35 @@ func funcNames(t *testing.T) []string {
 	require.NoError(t, err)
 	return names
 }
+
+// TestOnePackageComment: each package's documentation is the comment of
+// one file (its doc.go, or its only file), so that no comment meant for a
+// file's contents shows up as the package's documentation.
+func TestOnePackageComment(t *testing.T) {
+	documented := map[string][]string{} // package directory -> files with a package comment
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if f.Doc != nil {
+			dir := filepath.Dir(path)
+			documented[dir] = append(documented[dir], filepath.Base(path))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, documented)
+	for dir, files := range documented {
+		assert.Len(t, files, 1, "%s: package comments in %v; keep one (doc.go), and detach the others from the package clause", dir, files)
+	}
+}

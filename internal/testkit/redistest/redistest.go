@@ -88,15 +88,19 @@ var (
 	errShared  error
 )
 
-// Main runs the tests and then stops every server they started. Call it
-// from TestMain.
+// Main runs the tests and then stops every server they started and removes
+// their directories, so that a test run leaves nothing behind. Call it from
+// TestMain. It first removes the directories that test processes which
+// ended without cleaning up (killed at a timeout, say) left.
 func Main(m *testing.M) {
+	removeOrphans()
 	code := m.Run()
 	StopAll()
 	os.Exit(code)
 }
 
-// StopAll stops every server started by this package.
+// StopAll stops every server started by this package and removes its
+// directory.
 func StopAll() {
 	mu.Lock()
 	all := running
@@ -104,6 +108,27 @@ func StopAll() {
 	mu.Unlock()
 	for _, s := range all {
 		_ = s.Stop()
+		_ = os.RemoveAll(s.Dir)
+	}
+}
+
+// dirPrefix starts the name of each server's directory, in the temporary
+// directory; ownerFile, in it, holds the pid of the test process that
+// started the server.
+const (
+	dirPrefix = "redlimit-redis-"
+	ownerFile = "owner.pid"
+)
+
+// removeOrphans removes the server directories whose test process is gone.
+func removeOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err == nil && perr == nil && syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(dir)
+		}
 	}
 }
 
@@ -157,8 +182,12 @@ func start(sentinel bool, args []string) (*Server, error) {
 }
 
 func startOn(port int, sentinel bool, args []string) (*Server, error) {
-	dir, err := os.MkdirTemp("", "redlimit-redis-")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir, args: args}
@@ -193,7 +222,9 @@ func (s *Server) launch() error {
 	}...)
 	argv = append(argv, s.args...)
 	cmd := exec.Command(ServerBinary(), argv...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A process group of its own, which Stop kills whole (the server's
+	// forks for replication included); and killed if this process dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start %s: %w", ServerBinary(), err)
 	}
@@ -214,7 +245,7 @@ func (s *Server) launch() error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_ = cmd.Process.Kill()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	return fmt.Errorf("redistest: %s on port %d not ready: %s", ServerBinary(), s.Port, s.logTail())
 }
 
@@ -248,7 +279,7 @@ func (s *Server) Stop() error {
 	if cmd == nil {
 		return nil
 	}
-	_ = cmd.Process.Kill()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
 	return nil
 }
