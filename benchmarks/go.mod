@@ -23,11 +23,11 @@ require (
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/echo5rl v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/fiber3rl v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/grpcrl v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/metrics/prometheus v0.0.0-00010101000000-000000000000
+	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit/echo5rl v0.1.0
+	github.com/redlimit/redlimit/fiber3rl v0.1.0
+	github.com/redlimit/redlimit/grpcrl v0.1.0
+	github.com/redlimit/redlimit/metrics/prometheus v0.1.0
 	github.com/ulule/limiter/v3 v3.11.2
 	github.com/valyala/fasthttp v1.69.0
 	google.golang.org/grpc v1.84.0

@@ -8,8 +8,8 @@ replace github.com/redlimit/redlimit/echo5rl => ../../echo5rl
 
 require (
 	github.com/labstack/echo/v5 v5.4.4
-	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/echo5rl v0.0.0-00010101000000-000000000000
+	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit/echo5rl v0.1.0
 )
 
 require (

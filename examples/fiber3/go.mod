@@ -9,8 +9,8 @@ replace github.com/redlimit/redlimit/fiber3rl => ../../fiber3rl
 require (
 	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/gofiber/utils/v2 v2.0.2
-	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/fiber3rl v0.0.0-00010101000000-000000000000
+	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit/fiber3rl v0.1.0
 )
 
 require (

@@ -7,8 +7,8 @@ replace github.com/redlimit/redlimit => ../../
 replace github.com/redlimit/redlimit/grpcrl => ../../grpcrl
 
 require (
-	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
-	github.com/redlimit/redlimit/grpcrl v0.0.0-00010101000000-000000000000
+	github.com/redlimit/redlimit v0.1.0
+	github.com/redlimit/redlimit/grpcrl v0.1.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260819154853-08b0e4226688
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12

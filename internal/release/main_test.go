@@ -250,3 +250,21 @@ func TestCheckFindsDifferentVersions(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.Regexp(t, `^metrics/otel/go.mod:`+strconv.Itoa(line)+`: github.com/redlimit/redlimit v0.2.9 differs from v0.3.0 at benchmarks/go.mod:\d+\n$`, stderr)
 }
+
+// TestRepository checks the repository itself: its modules require each
+// other at one released version, and its library modules are the root
+// module and the adapters' and metrics' modules.
+func TestRepository(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runRelease("-repo", repoRoot, "-check")
+	assert.Equal(t, 0, code, stderr)
+	assert.Empty(t, stdout)
+
+	code, stdout, stderr = runRelease("-repo", repoRoot, "-modules")
+	require.Equal(t, 0, code, stderr)
+	want := "github.com/redlimit/redlimit .\n"
+	for _, d := range libraryTags {
+		want += "github.com/redlimit/redlimit/" + d + " " + d + "\n"
+	}
+	assert.Equal(t, want, stdout)
+}

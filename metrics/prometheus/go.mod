@@ -6,7 +6,7 @@ replace github.com/redlimit/redlimit => ../../
 
 require (
 	github.com/prometheus/client_golang v1.24.1
-	github.com/redlimit/redlimit v0.0.0-00010101000000-000000000000
+	github.com/redlimit/redlimit v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
