@@ -8,16 +8,18 @@ replace github.com/redlimit/redlimit/echo5rl => ../../echo5rl
 
 require (
 	github.com/labstack/echo/v5 v5.4.4
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redlimit/redlimit v0.1.0
 	github.com/redlimit/redlimit/echo5rl v0.1.0
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/redis/go-redis/v9 v9.22.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )

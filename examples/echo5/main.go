@@ -1,61 +1,164 @@
 // Command echo5 is an example API limited with echo5rl (Echo v5): a global
 // per-IP limit, a strict login limit in wait mode, and a per-user limit.
+//
+//	go run -C examples/echo5 .
+//	REDIS_URL=redis://localhost:6379 INSTANCES=2 ADDR=127.0.0.1:8081 go run -C examples/echo5 .
+//
+// It takes its Redis from REDIS_URL (an embedded one when unset), its
+// address from ADDR (127.0.0.1:8080), and the number of processes that
+// share its limits from INSTANCES (1).
 package main
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"log"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v5"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echo5rl"
-	"github.com/redlimit/redlimit/examples/internal/demo"
+	"github.com/redlimit/redlimit/examples/internal/embedded"
+	"github.com/redlimit/redlimit/examples/internal/redisurl"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// The demo's stand-in for authentication: the user named by the X-User
+// header, kept in echo's context under "user". A real service takes the
+// user from its session or token middleware.
+const (
+	userHeader = "X-User"
+	userKey    = "user"
 )
 
 func main() {
-	client, stop := demo.Client()
-	defer stop()
+	// Redis is at REDIS_URL, such as redis://user:password@host:6379/0.
+	// Without it, the demo starts an embedded Redis in this process; a
+	// service would require REDIS_URL instead.
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		addr, stop, err := embedded.Start()
+		if err != nil {
+			log.Fatalf("embedded Redis: %v", err)
+		}
+		defer stop()
+		redisURL = "redis://" + addr
+		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share limits between processes")
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		// The error may quote the URL, password and all: say what is wrong
+		// without it.
+		log.Fatalf("REDIS_URL: %v", redisurl.Redact(err, redisURL))
+	}
+	// Each round trip stops at its decision's deadline (100 ms by default),
+	// not at go-redis's 3 s ReadTimeout.
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	log.Printf("using Redis at %s", opts.Addr) // the address alone: the URL may hold a password
 
-	// The per-user key is read from echo's context, where authenticate put
-	// the user.
-	p := demo.NewPolicies(client, echo5rl.Key(func(c *echo.Context) (string, error) {
-		user, _ := c.Get(demo.UserKey).(string)
-		return user, nil
-	}))
-	perIP := echo5rl.New(p.Global, echo5rl.WithSkip(func(c *echo.Context) bool { return c.Request().URL.Path == "/health" }))
-	login, perUser := echo5rl.New(p.Login), echo5rl.New(p.PerUser)
+	client, err := core.New(rdb, core.WithKeyPrefix("example:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Check tells at start what keeps Redis from deciding, if anything. The
+	// service starts all the same: its limits decide in memory, at this
+	// instance's share, until Redis answers.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := client.Check(ctx); err != nil {
+		log.Printf("redis check: %v: limiting in memory at this instance's share until Redis answers", err)
+	} else {
+		log.Printf("redis check: ok")
+	}
+
+	// INSTANCES is how many processes share the limits: while Redis cannot
+	// decide, each one limits in memory at its share of the rate.
+	instances := 1
+	if n, err := strconv.Atoi(os.Getenv("INSTANCES")); err == nil && n > 0 {
+		instances = n
+	}
+
+	srv := newServer(cmp.Or(os.Getenv("ADDR"), "127.0.0.1:8080"), newHandler(client, instances))
+	fmt.Printf(`echo v5 example listening on http://%[1]s
+  GET  /        10 requests per 10 s per client IP
+  POST /login   also 1 per 2 s per IP; waits up to 3 s for a permit
+  GET  /me      also 5 per minute per user (send X-User: alice)
+  GET  /health  not limited
+Try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\n' http://%[1]s/; done
+`, srv.Addr)
+	log.Fatal(srv.ListenAndServe())
+}
+
+// newHandler returns the API, limited by policies on client that instances
+// processes share.
+func newHandler(client *core.Client, instances int) http.Handler {
+	share := policy.WithFailLocal(instances)
+	// Every route but /health: 10 requests per 10 s per client IP.
+	global := policy.MustNew(client, "global", core.Rate{Permits: 10, Interval: 10 * time.Second}, share)
+	// POST /login: also 1 per 2 s per IP; a request over it waits up to 3 s
+	// for a permit before it is refused.
+	login := policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second},
+		policy.WithWait(3*time.Second), share)
+	// GET /me: also 5 per minute per user, read from echo's context, where
+	// authenticate put the user.
+	perUser := policy.MustNew(client, "user", core.PerMinute(5),
+		policy.WithKey(echo5rl.Key(func(c *echo.Context) (string, error) {
+			user, _ := c.Get(userKey).(string)
+			return user, nil
+		})), share)
 
 	e := echo.New()
-	e.Use(perIP)
+	e.Use(echo5rl.New(global, echo5rl.WithSkip(func(c *echo.Context) bool { return c.Request().URL.Path == "/health" })))
 	e.GET("/", func(c *echo.Context) error {
 		return c.String(http.StatusOK, "hello\n")
 	})
 	e.POST("/login", func(c *echo.Context) error {
 		return c.String(http.StatusOK, "logged in\n")
-	}, login)
+	}, echo5rl.New(login))
 	e.GET("/me", func(c *echo.Context) error {
-		return c.String(http.StatusOK, fmt.Sprintf("hello, %s\n", c.Get(demo.UserKey)))
-	}, authenticate, perUser)
+		return c.String(http.StatusOK, fmt.Sprintf("hello, %s\n", c.Get(userKey)))
+	}, authenticate, echo5rl.New(perUser))
 	e.GET("/health", func(c *echo.Context) error {
 		return c.String(http.StatusOK, "ok\n")
 	})
+	return e
+}
 
-	demo.Banner("echo v5")
-	srv := &http.Server{Addr: demo.Addr(), Handler: e, ReadHeaderTimeout: 5 * time.Second}
-	log.Fatal(srv.ListenAndServe())
+// newServer returns the server of h on addr, with the timeouts of a server
+// open to clients: without them, a slow or idle client holds its
+// connection, and its memory, for as long as it likes.
+func newServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:    addr,
+		Handler: h,
+		// A client has 5 s to send a request's header, 10 s for all of it.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// The answer is written within 15 s of the request's header: time
+		// for the login limit's wait of up to 3 s, and the handler's work.
+		WriteTimeout: 15 * time.Second,
+		// A keep-alive connection is closed after a minute without a request.
+		IdleTimeout: time.Minute,
+	}
 }
 
 // authenticate is the demo's stand-in for real authentication: it takes
 // the user from a header.
 func authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
-		user := c.Request().Header.Get(demo.UserHeader)
+		user := c.Request().Header.Get(userHeader)
 		if user == "" {
-			return echo.NewHTTPError(http.StatusUnauthorized, "send "+demo.UserHeader)
+			return echo.NewHTTPError(http.StatusUnauthorized, "send "+userHeader)
 		}
-		c.Set(demo.UserKey, user)
+		c.Set(userKey, user)
 		return next(c)
 	}
 }
