@@ -11,17 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redlimit/redlimit/examples/internal/demo"
+	"github.com/redlimit/redlimit/examples/internal/exampletest"
 )
 
 // A client that reserves 100 tokens and uses 12 000 is slowed by its own
 // overage: its next request, even of 1 token, waits until that completion
 // leaves the minute. Another that reserves 1 000 and uses 100 pays 100.
 func TestOverageSlowsTheClient(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
-	client, stop := demo.Client()
-	defer stop()
-	h := newHandler(client)
+	h := newHandler(exampletest.Client(t), 1)
 	post := func(user, body string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
@@ -53,4 +50,17 @@ func TestOverageSlowsTheClient(t *testing.T) {
 
 	assert.Equal(t, http.StatusForbidden, post("", `{"max_tokens":10}`).Code, "no user: refused")
 	assert.Equal(t, http.StatusBadRequest, post("x", `{"max_tokens":0}`).Code, "no reservation: the client's mistake")
+}
+
+// The server has the timeouts of a server open to clients, and closes a
+// keep-alive connection left idle for its IdleTimeout (shortened here).
+func TestServer(t *testing.T) {
+	srv := newServer("127.0.0.1:0", newHandler(exampletest.Client(t), 1))
+	assert.Positive(t, srv.ReadHeaderTimeout)
+	assert.Positive(t, srv.ReadTimeout)
+	assert.Positive(t, srv.WriteTimeout)
+	assert.Positive(t, srv.IdleTimeout)
+
+	srv.IdleTimeout = 200 * time.Millisecond
+	exampletest.IdleClosed(t, exampletest.Serve(t, srv), srv.IdleTimeout)
 }
