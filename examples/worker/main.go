@@ -5,6 +5,9 @@
 //
 //	go run ./examples/worker -rate 5/s -jobs 20 -workers 4
 //	REDIS_URL=redis://localhost:6379 go run ./examples/worker & REDIS_URL=redis://localhost:6379 go run ./examples/worker
+//
+// It takes its Redis from REDIS_URL, or starts an embedded one when
+// REDIS_URL is unset.
 package main
 
 import (
@@ -18,8 +21,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/examples/internal/demo"
+	"github.com/redlimit/redlimit/examples/internal/embedded"
+	"github.com/redlimit/redlimit/examples/internal/redisurl"
 )
 
 func main() {
@@ -31,10 +37,48 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client, stop := demo.Client()
-	defer stop()
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Redis is at REDIS_URL, such as redis://user:password@host:6379/0.
+	// Without it, the demo starts an embedded Redis in this process; a
+	// service would require REDIS_URL instead.
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
+		addr, stop, err := embedded.Start()
+		if err != nil {
+			log.Fatalf("embedded Redis: %v", err)
+		}
+		defer stop()
+		redisURL = "redis://" + addr
+		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share the budget between processes")
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		// The error may quote the URL, password and all: say what is wrong
+		// without it.
+		log.Fatalf("REDIS_URL: %v", redisurl.Redact(err, redisURL))
+	}
+	// Each round trip stops at its context's deadline, not at go-redis's 3 s
+	// ReadTimeout.
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	log.Printf("using Redis at %s", opts.Addr) // the address alone: the URL may hold a password
+
+	client, err := core.New(rdb, core.WithKeyPrefix("example:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Check tells at start what keeps Redis from deciding, if anything.
+	// Without Redis, Acquire fails, and the jobs stop.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if err := client.Check(ctx); err != nil {
+		log.Printf("redis check: %v", err)
+	} else {
+		log.Printf("redis check: ok")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	if err := run(ctx, client, r, *jobs, *workers, os.Stdout); err != nil {
 		log.Fatal(err)
 	}

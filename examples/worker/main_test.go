@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
-	"github.com/redlimit/redlimit/examples/internal/demo"
+	"github.com/redlimit/redlimit/examples/internal/exampletest"
 )
 
 // Jobs are paced at the rate: 25 jobs at 10 per 500 ms take two windows,
@@ -19,9 +19,7 @@ import (
 // recorded for the grants (the log's scores, read while the jobs run: a
 // grant stays in the log for the 500 ms window).
 func TestWorkerPacesJobs(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
-	client, stop := demo.Client()
-	defer stop()
+	client := exampletest.Client(t)
 	ctx := context.Background()
 	var out bytes.Buffer
 	r := core.Rate{Permits: 10, Interval: 500 * time.Millisecond}
