@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/examples/internal/exampletest"
 )
 
 // /metrics serves the four metrics with the policy and outcome labels of
@@ -27,7 +28,7 @@ func TestMetrics(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	client, err := core.New(rdb)
 	require.NoError(t, err)
-	h, err := newHandler(client, prom.NewRegistry())
+	h, err := newHandler(client, prom.NewRegistry(), 1)
 	require.NoError(t, err)
 
 	do := func(method, path, ip string) int {
@@ -123,4 +124,19 @@ func scrape(t *testing.T, h http.Handler) map[string]float64 {
 	}
 	require.NoError(t, sc.Err())
 	return samples
+}
+
+// The server has the timeouts of a server open to clients, and closes a
+// keep-alive connection left idle for its IdleTimeout (shortened here).
+func TestServer(t *testing.T) {
+	h, err := newHandler(exampletest.Client(t), prom.NewRegistry(), 1)
+	require.NoError(t, err)
+	srv := newServer("127.0.0.1:0", h)
+	assert.Positive(t, srv.ReadHeaderTimeout)
+	assert.Positive(t, srv.ReadTimeout)
+	assert.Positive(t, srv.WriteTimeout)
+	assert.Positive(t, srv.IdleTimeout)
+
+	srv.IdleTimeout = 200 * time.Millisecond
+	exampletest.IdleClosed(t, exampletest.Serve(t, srv), srv.IdleTimeout)
 }
