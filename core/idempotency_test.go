@@ -89,9 +89,17 @@ func TestDenialCache(t *testing.T) {
 		assert.Equal(t, calls, h.scripts.Load(), "denied from memory: no Redis call")
 		assert.EqualValues(t, 1, core.CachedDenials(c))
 
-		_, err = l.TryAcquire(bg, 2)
+		more, err := l.TryAcquire(bg, 2)
 		require.NoError(t, err)
-		assert.Equal(t, calls+1, h.scripts.Load(), "another permit count asks Redis")
+		assert.Equal(t, calls, h.scripts.Load(), "more permits are denied from memory too")
+		assert.True(t, more.Cached)
+		assert.GreaterOrEqual(t, more.RetryAfter, first.RetryAfter-50*time.Millisecond, "told to wait until every permit is back: never early")
+
+		other, err := c.Limiter(e.name, core.WithRate(rate(core.Overall, 3, time.Second))).TryAcquire(bg, 1)
+		require.NoError(t, err)
+		assert.Equal(t, calls+1, h.scripts.Load(), "another rate asks Redis")
+		assert.False(t, other.Cached)
+		assert.True(t, other.Allowed, "3 per second, 2 out")
 
 		time.Sleep(first.RetryAfter)
 		assert.True(t, tryAcquire(t, l, 1), "at the exact retry time Redis is asked and grants")
@@ -128,7 +136,7 @@ func TestDenialCacheDroppedByOwnChanges(t *testing.T) {
 func TestDenialCacheOff(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		h := addHook(e)
-		c := e.client(t, core.WithDenialCache(false))
+		c := e.client(t, core.WithDenialCache(0))
 		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 1, time.Minute)))
 		require.True(t, tryAcquire(t, l, 1))
 		before := h.scripts.Load()
@@ -140,42 +148,38 @@ func TestDenialCacheOff(t *testing.T) {
 	})
 }
 
-// Entries of limiters that are no longer asked about are swept once the
-// cache grows, so many denied keys cannot grow memory without bound.
-func TestDenialCacheSweep(t *testing.T) {
+// The cache keeps at most its capacity of limiters, the least recently
+// used going first, and an expired entry goes when it is next read.
+func TestDenialCacheIsBounded(t *testing.T) {
 	runMini(t, func(t *testing.T, e *env) {
-		c := e.client(t)
+		c := e.client(t, core.WithDenialCache(64))
 		r := rate(core.Overall, 1, 100*time.Millisecond)
-		deny := func(prefix string, n int) {
-			for i := 0; i < n; i++ {
-				l := c.Limiter(prefix+itoa(int64(i)), core.WithRate(r))
-				require.True(t, tryAcquire(t, l, 1))
-				require.False(t, tryAcquire(t, l, 1))
-			}
+		for i := 0; i < 500; i++ {
+			l := c.Limiter("a"+itoa(int64(i)), core.WithRate(r))
+			require.True(t, tryAcquire(t, l, 1))
+			require.False(t, tryAcquire(t, l, 1))
 		}
-		deny("a", 1100)
-		assert.EqualValues(t, 1100, core.CachedDenials(c))
-		time.Sleep(2 * time.Second)
-		deny("b", 1)
-		assert.EqualValues(t, 1, core.CachedDenials(c), "expired entries swept")
+		assert.LessOrEqual(t, core.DenialCacheLen(c), 64)
+		assert.Greater(t, core.DenialCacheLen(c), 0)
 	})
 }
 
-// CachedDenial answers from the denial cache without I/O.
-func TestCachedDenial(t *testing.T) {
+// A Result says whether the denial cache answered.
+func TestResultSaysWhoAnswered(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
 		l := e.limiter(t, core.WithRate(rate(core.Overall, 1, time.Minute)))
-		_, ok := l.CachedDenial(1)
-		assert.False(t, ok)
-		require.True(t, tryAcquire(t, l, 1))
 		r, err := l.TryAcquire(bg, 1)
 		require.NoError(t, err)
+		assert.True(t, r.Allowed)
+		assert.False(t, r.Cached)
+		r, err = l.TryAcquire(bg, 1)
+		require.NoError(t, err)
 		require.False(t, r.Allowed)
-		cached, ok := l.CachedDenial(1)
-		require.True(t, ok)
+		assert.False(t, r.Cached, "Redis denied it")
+		cached, err := l.TryAcquire(bg, 1)
+		require.NoError(t, err)
 		assert.False(t, cached.Allowed)
+		assert.True(t, cached.Cached, "the cache denied it again")
 		assert.InDelta(t, float64(r.RetryAfter), float64(cached.RetryAfter), float64(50*time.Millisecond))
-		_, ok = l.CachedDenial(2)
-		assert.False(t, ok, "another permit count")
 	})
 }

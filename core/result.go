@@ -29,6 +29,11 @@ type Result struct {
 	// Redis answers again, so that Redis counts those permits, and counts
 	// them once even if the call's script ran after all.
 	Grant Grant
+	// Cached reports that the Client's local denial cache answered, with no
+	// round trip: Redis denied this request (or one for fewer permits)
+	// before, and it is denied again from memory until the time Redis gave
+	// (see WithDenialCache). It is false for every answer Redis made.
+	Cached bool
 
 	at int64 // Redis server time of the decision, in Unix milliseconds
 }
@@ -38,8 +43,24 @@ type Result struct {
 // Limiter.Settle changes them to the request's real cost.
 type Grant struct {
 	member string
-	at     int64 // when the acquire was made, by the local clock, in Unix milliseconds
+	at     int64      // when the acquire was made, by the local clock, in Unix milliseconds
+	state  grantState // what Redis knows of it
 }
+
+// grantState is what Redis knows of a grant: the answer of the call that
+// asked for it, or that there was none.
+type grantState uint8
+
+const (
+	// grantDecided: Redis answered the call (a grant in the log).
+	grantDecided grantState = iota
+	// grantUnsent: the call failed before it was sent: Redis knows nothing
+	// of it, unless Limiter.Charge writes it.
+	grantUnsent
+	// grantLost: the call was sent and got no answer in time: its script
+	// may yet run, late.
+	grantLost
+)
 
 // IsZero reports whether g identifies no grant.
 func (g Grant) IsZero() bool { return g.member == "" }
