@@ -12,11 +12,18 @@
 -- acquire either its remaining permits (>= 0: granted, also when an earlier
 -- send of the same member was: a resend never takes twice), or
 -- -1 - remaining, the retry ms and the reset ms (denied; a retry of -1: more
--- permits than the rate). Replies are short because every value costs Redis
--- time.
+-- permits than the rate; of -2: a key of the limiter holds another type of
+-- value, so nothing was decided). Replies are short because every value
+-- costs Redis time.
+--
+-- A limiter whose keys hold values of another type (written by something
+-- else) fails alone: its keys are read before anything is written, with
+-- errors caught, so the other limiters of the call are decided and nothing
+-- is written for it. A denial's work is bounded whatever the log's length
+-- (see walk and DRAIN in lib.lua).
 --
 -- The allowed path of a rate given in code runs HMGET, GET, ZRANGEBYSCORE,
--- PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when grants left the window,
+-- PTTL, ZADD and DECRBY, plus ZREMRANGEBYRANK when grants left the window,
 -- and TIME once per call: the acquires on one limiter decided together share
 -- all of it but the ZADD, and limiters decided together share the call. A
 -- denial writes nothing unless it changes the state (grants that left the
@@ -40,16 +47,22 @@ while a <= #ARGV do
   local m = ARGV[a + 4] == '1' and 1 or tonumber(ARGV[a + 4])
   local after = a + 5 + 2 * m
   repeat
-    local c = redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
     local coded = ARGV[a] ~= ''
+    -- bad: a key of the limiter holds another type of value. Its acquires
+    -- are answered so, and nothing is written for it.
+    local bad = false
+    local c = redis.pcall('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
     local rate, interval, typ
     local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
     local stored -- the stored config, when the rate is not given in code
     local fresh = false -- a new limiter: no state to read
     local rebuild = false -- the config was missing: rebuild the counter from the log
     local config_written = false -- the config's TTL is fresh
+    local new_config -- a config to write once the state is read
 
-    if coded and c[1] == ARGV[a] and c[2] == ARGV[a + 1] and c[3] == ARGV[a + 2] and c[4] == ARGV[a + 3] then
+    if c.err then
+      bad = true
+    elseif coded and c[1] == ARGV[a] and c[2] == ARGV[a + 1] and c[3] == ARGV[a + 2] and c[4] == ARGV[a + 3] then
       if ARGV[a] ~= rate_s then
         rate_s, rate_n = ARGV[a], tonumber(ARGV[a])
       end
@@ -69,9 +82,9 @@ while a <= #ARGV do
         local vkey, pkey = state_keys(o, typ)
         fresh = redis.call('EXISTS', vkey, pkey) == 0
         rebuild = not fresh
-        L.write_config(o, new)
+        new_config = new
       else
-        L.change_config(o, old, new, true, now)
+        bad = not L.change_config(o, old, new, true, now)
       end
       config_written = true
     else
@@ -88,11 +101,30 @@ while a <= #ARGV do
       k = k + 5
     end
 
-    local vkey, pkey = state_keys(o, typ)
+    local vkey, pkey = state_keys(o, typ or '0')
     -- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
-    local v, rewrite, ttl, released = rate, true, -2, 0
-    if not fresh then
-      v, rewrite, ttl, released = load_state(vkey, pkey, rate, now - interval, rebuild)
+    -- stale: grants that left the window remain in the log (see load_state).
+    local v, rewrite, ttl, released, stale = rate, true, -2, 0, false
+    if not fresh and not bad then
+      v, rewrite, ttl, released, stale = load_state(vkey, pkey, rate, now - interval, rebuild)
+      bad = v == nil
+    end
+    if new_config and not bad then
+      L.write_config(o, new_config)
+    end
+    if bad then
+      if not coded then
+        -- A stored rate has a status of its own: INVALID_CONFIG, in place
+        -- of OK and the rate.
+        out[k - 4], out[k - 3], out[k - 2], out[k - 1], out[k] = 2, nil, nil, nil, nil
+        k = k - 4
+        break
+      end
+      for _ = 1, m do
+        out[k + 1], out[k + 2], out[k + 3] = -1, -2, 0
+        k = k + 3
+      end
+      break
     end
 
     -- The common case, straight-line: one acquire with a rate given in code,
@@ -135,6 +167,8 @@ while a <= #ARGV do
     end
 
     local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
+    local head -- the log's oldest grants, read by the first denial (see walk)
+    local live -- the permits the log holds, once summed (per-client lag check)
     for i = a + 5, after - 1, 2 do
       local n, member = tonumber(ARGV[i]), ARGV[i + 1]
       local grant = v >= n
@@ -149,28 +183,25 @@ while a <= #ARGV do
         k = k + 1
         out[k] = math.max(v, 0) -- granted by an earlier send (or charged): take nothing
       else
-        local at, freed
+        local at
         if not grant then
           -- Denied, unless the counter lags behind the log: the permits come
           -- back as the oldest grants leave the window, then this call's grants.
-          at, freed = L.walk(pkey, n - v)
-          if typ == '1' and not coded then
+          at, head = L.walk(pkey, n - v, head)
+          if typ == '1' and not coded and not live then
             -- Another client may have changed this per-client rate, which this
-            -- counter then lags behind. When the walk read the whole log, that
-            -- is known; else ZCARD proves the counter right when every grant
-            -- holds a permit, and up to 1000 members are read when not.
-            local live
-            if not at then
-              live = freed
+            -- counter then lags behind. ZCARD proves the counter right when
+            -- every grant holds a permit, and up to DRAIN members are read
+            -- when not (once per limiter and call).
+            local card = redis.call('ZCARD', pkey)
+            if v + card + granted < rate and card <= DRAIN then
+              live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
             else
-              local card = redis.call('ZCARD', pkey)
-              if v + card + granted < rate and card <= 1000 then
-                live = sum_permits(redis.call('ZRANGE', pkey, 0, -1))
-              end
+              live = -1
             end
-            if live and v + live + granted < rate then
+            if live >= 0 and v + live + granted < rate then
               v, rewrite = rate - live - granted, true
-              at = L.walk(pkey, n - v)
+              at, head = L.walk(pkey, n - v, head)
             end
           end
           grant = v >= n
@@ -183,7 +214,11 @@ while a <= #ARGV do
           out[k] = v
         else
           local retry, reset = interval, interval
-          if at then
+          if stale then
+            -- Grants that left the window remain to be given back: ask
+            -- again at once, as later calls drop them.
+            retry = 1
+          elseif at then
             retry = math.max(1, math.min(at + interval - now, interval))
           end
           if granted == 0 then

@@ -30,6 +30,9 @@ end
 local vkey, pkey = state_keys(0, cfg[3])
 local cutoff = now - cfg[2]
 local v, rewrite = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
+if not v then
+  return { L.INVALID_CONFIG }
+end
 local changed, delta = 0, 0
 for i = 5, #ARGV, 3 do
   local member, at, old = ARGV[i], ARGV[i + 1], ARGV[i + 2]

@@ -48,32 +48,48 @@ local function state_keys(o, typ)
   return KEYS[o + 2], KEYS[o + 4]
 end
 
+-- DRAIN bounds the grants that left the window which one script call
+-- reads back into a limiter's counter, and HEAD the oldest grants a denial
+-- reads to find its retry time: a call's work does not grow with the log.
+local DRAIN, HEAD = 1000, 64
+
 -- load_state returns the permits available now: the counter vkey, with the
 -- permits of the log pkey's grants that left the window (score <= cutoff)
--- given back and those grants dropped. The counter is below zero while the
--- log holds more than the rate (a debt: grants written past the rate, see
--- charge.lua, or a rate lowered below the permits out), and later acquires
--- wait until it is paid. A counter that is missing, garbled or above the
--- rate, or any counter when rebuild is set, is rebuilt from the log
--- (Redisson resets a lost counter to the full rate and over-issues); with no
--- log, no permit is out, whatever the counter says. It also returns whether
--- the counter must be written whole, the log's TTL (-2: no log, -1: none)
--- and the permits given back.
+-- given back and those grants dropped, at most DRAIN of them (the rest
+-- count as out until later calls drop them: stale is true then). The
+-- counter is below zero while the log holds more than the rate (a debt:
+-- grants written past the rate, see charge.lua, or a rate lowered below
+-- the permits out), and later acquires wait until it is paid. A counter
+-- that is missing, garbled or above the rate, or any counter when rebuild
+-- is set, is rebuilt from the log (Redisson resets a lost counter to the
+-- full rate and over-issues); with no log, no permit is out, whatever the
+-- counter says. It also returns whether the counter must be written whole,
+-- the log's TTL (-2: no log, -1: none), the permits given back and stale.
+-- It returns nil when a key holds another type of value (written by
+-- something else), having written nothing.
 local function load_state(vkey, pkey, rate, cutoff, rebuild)
   local released = 0
-  local expired = redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff)
+  local expired = redis.pcall('ZRANGEBYSCORE', pkey, '-inf', cutoff, 'LIMIT', 0, DRAIN)
+  if expired.err then
+    return nil
+  end
+  local stale = #expired == DRAIN
+  local v = redis.pcall('GET', vkey)
+  if type(v) == 'table' then
+    return nil
+  end
+  v = tonumber(v)
   if #expired > 0 then
     released = sum_permits(expired)
-    redis.call('ZREMRANGEBYSCORE', pkey, '-inf', cutoff)
+    redis.call('ZREMRANGEBYRANK', pkey, 0, #expired - 1)
   end
-  local v = tonumber(redis.call('GET', vkey))
   local ttl = redis.call('PTTL', pkey)
   if ttl == -2 then
-    return rate, v == nil or v + released ~= rate, ttl, released
+    return rate, v == nil or v + released ~= rate, ttl, released, false
   elseif rebuild or not v or v % 1 ~= 0 or v + released > rate then
-    return rate - sum_permits(redis.call('ZRANGE', pkey, 0, -1)), true, ttl, released
+    return rate - sum_permits(redis.call('ZRANGE', pkey, 0, -1)), true, ttl, released, stale
   end
-  return v + released, false, ttl, released
+  return v + released, false, ttl, released, stale
 end
 
 local function lib()
@@ -109,6 +125,7 @@ local function lib()
   -- INVALID_CONFIG when the stored fields are not a valid rate.
   local function parse_config(c)
     local MAX_PERMITS = 4294967295 -- Go's MaxPermits: a log member counts in a uint32
+    local MAX_MS = 9223372036854 -- the longest time.Duration, in ms (292 years)
     if not c[1] or not c[2] or not c[3] then
       return nil, NOT_INITIALIZED
     end
@@ -116,17 +133,21 @@ local function lib()
     if c[4] then
       keep = int(c[4])
     end
-    if not rate or rate < 1 or rate > MAX_PERMITS or not interval or interval < 1
-        or not keep or (c[3] ~= '0' and c[3] ~= '1') then
+    if not rate or rate < 1 or rate > MAX_PERMITS or not interval or interval < 1 or interval > MAX_MS
+        or not keep or keep > MAX_MS or (c[3] ~= '0' and c[3] ~= '1') then
       return nil, INVALID_CONFIG
     end
     return { rate, interval, c[3], keep }, OK
   end
 
   -- read_config reads and parses the config of the limiter at offset o, as
-  -- parse_config does.
+  -- parse_config does; a config key of another type is INVALID_CONFIG.
   local function read_config(o)
-    return parse_config(redis.call('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime'))
+    local c = redis.pcall('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
+    if c.err then
+      return nil, INVALID_CONFIG
+    end
+    return parse_config(c)
   end
 
   -- argv_config reads a rate from ARGV[i..i+3] (validated by the Go side).
@@ -171,35 +192,52 @@ local function lib()
   -- with new. With keep and the same type the history stays: value = rate -
   -- used in the new window, below zero when more is used than the new rate. Otherwise this client's state of
   -- both types is cleared.
+  -- It returns false, having written nothing, when a state key holds
+  -- another type of value.
   local function change_config(o, old, new, keep, now)
-    write_config(o, new)
     if not keep or not old or old[3] ~= new[3] then
-      redis.call('DEL', KEYS[o + 2], KEYS[o + 3], KEYS[o + 4], KEYS[o + 5])
-      return
+      redis.call('DEL', KEYS[o + 1], KEYS[o + 2], KEYS[o + 3], KEYS[o + 4], KEYS[o + 5])
+      write_config(o, new)
+      return true
     end
     local vkey, pkey = state_keys(o, new[3])
-    save_state(vkey, pkey, load_state(vkey, pkey, new[1], now - new[2], true), state_ttl(o, new))
+    local v = load_state(vkey, pkey, new[1], now - new[2], true)
+    if not v then
+      return false
+    end
+    write_config(o, new)
+    save_state(vkey, pkey, v, state_ttl(o, new))
+    return true
   end
 
-  -- walk reads the log oldest-first until `need` permits would have come
-  -- back (the member with score s returns its permits at s + interval). It
-  -- returns that score, or nil when the whole log holds fewer, and the
-  -- permits it read.
-  local function walk(pkey, need)
-    local freed, start = 0, 0
-    while true do
-      local batch = redis.call('ZRANGE', pkey, start, start + math.min(need, 1000) - 1, 'WITHSCORES')
-      if #batch == 0 then
-        return nil, freed
+  -- walk returns the time from which `need` permits are back as the
+  -- oldest grants of the log pkey leave the window: the score of the grant
+  -- whose leaving frees them (it returns its permits at score + interval).
+  -- It reads the oldest HEAD grants (head, once per limiter and call: the
+  -- denials of a call share it), then takes each later grant to hold one
+  -- permit and reads the grant at that rank: every grant holds at least
+  -- one, so the time is never early, and exact when the permits come back
+  -- within the head or the later grants hold one permit each. It returns
+  -- nil when the log holds fewer, and head.
+  local function walk(pkey, need, head)
+    head = head or redis.call('ZRANGE', pkey, 0, HEAD - 1, 'WITHSCORES')
+    local freed = 0
+    for i = 1, #head, 2 do
+      freed = freed + permits_of(head[i])
+      if freed >= need then
+        return tonumber(head[i + 1]), head
       end
-      for i = 1, #batch, 2 do
-        freed = freed + permits_of(batch[i])
-        if freed >= need then
-          return tonumber(batch[i + 1]), freed
-        end
-      end
-      start = start + #batch / 2
     end
+    if #head < 2 * HEAD then
+      return nil, head
+    end
+    local rank = HEAD + need - freed - 1
+    local at = redis.call('ZRANGE', pkey, rank, rank, 'WITHSCORES')
+    if #at == 0 then
+      -- Fewer grants than that, holding more: all are back when the newest is.
+      at = redis.call('ZRANGE', pkey, -1, -1, 'WITHSCORES')
+    end
+    return tonumber(at[2]), head
   end
 
   -- newest returns the score of the latest grant in the log, or nil.

@@ -15,6 +15,9 @@ end
 
 local vkey, pkey = state_keys(0, cfg[3])
 local v = load_state(vkey, pkey, cfg[1], now - cfg[2], false)
+if not v then
+  return { L.INVALID_CONFIG }
+end
 local removed = 0
 while removed < n do
   local batch = redis.call('ZREVRANGE', pkey, 0, math.min(n - removed, 1000) - 1, 'WITHSCORES')
