@@ -55,11 +55,11 @@ const (
 var (
 	redlimitLib           = library{name: libRedlimit, new: newRedlimit()}
 	redlimitNoCoalesceLib = library{name: libRedlimitNoCoalesce, new: newRedlimit(core.WithCoalescing(0))}
-	redlimitNoCacheLib    = library{name: libRedlimitNoCache, new: newRedlimit(core.WithDenialCache(false))}
+	redlimitNoCacheLib    = library{name: libRedlimitNoCache, new: newRedlimit(core.WithDenialCache(0))}
 	// PerClient, whose denials once scanned the whole log (scenario d shows
 	// they no longer do). A fixed client id: the Client that fills the window
 	// and the one measured on it share one budget.
-	redlimitPerClientLib = library{name: libRedlimitPerClient, new: newRedlimitType(core.PerClient, core.WithDenialCache(false), core.WithClientID("bench"))}
+	redlimitPerClientLib = library{name: libRedlimitPerClient, new: newRedlimitType(core.PerClient, core.WithDenialCache(0), core.WithClientID("bench"))}
 	redisRateLib         = library{name: libRedisRate, new: newRedisRate}
 	ululeLib             = library{name: libUlule, new: newUlule}
 	httprateLib          = library{name: libHTTPRate, new: newHTTPRate}

@@ -56,8 +56,8 @@ func BenchmarkTryAcquireAllowedParallel(b *testing.B) {
 
 // Denied on a hot key, with and without the local denial cache.
 func BenchmarkTryAcquireDenied(b *testing.B) {
-	for _, cached := range []bool{true, false} {
-		b.Run("cache="+strconv.FormatBool(cached), func(b *testing.B) {
+	for _, cached := range []int{core.DefaultDenialCache, 0} {
+		b.Run("cache="+strconv.FormatBool(cached > 0), func(b *testing.B) {
 			c := benchClient(b, core.WithDenialCache(cached))
 			l := c.Limiter(uniqueName(b), core.WithRate(core.PerHour(1)))
 			ctx := context.Background()

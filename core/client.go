@@ -24,18 +24,21 @@ const maxClientIDLen = 256
 // its own: every call goes through the go-redis client given to New.
 // A Client is safe for concurrent use by multiple goroutines.
 type Client struct {
-	rdb      redis.UniversalClient
-	prefix   string
-	clientID string
-	denials  *denialCache  // nil when disabled
-	batch    *batcher      // the round trips (of each slot: see slots)
-	slots    *slotBatchers // Cluster: a batcher per slot
-	ctxIO    bool          // rdb stops its I/O at a context's deadline
+	rdb       redis.UniversalClient
+	prefix    string
+	clientID  string
+	denials   *denialCache  // nil when disabled
+	denialCap int           // its capacity, in limiters
+	owed      ledger        // what Redis has yet to learn
+	batch     *batcher      // the round trips (of each slot: see slots)
+	slots     *slotBatchers // Cluster: a batcher per slot
+	ctxIO     bool          // rdb stops its I/O at a context's deadline
 	// acrossLimiters: the keys of several limiters may share a script call
 	// (one server, or a Cluster's batcher per slot; not a Ring's shards, nor
 	// a client this package does not know).
 	acrossLimiters bool
 	reload         func(context.Context) // Cluster: reload the slot map
+	dials          *dials                // the dials that failed, per address
 	// offset is Redis's clock less the local clock, in ms, as decisions
 	// measure it (see noteClock): Charge turns local times into Redis's
 	// with it. rtt is its measure's round trip, and measured when it was
@@ -70,11 +73,19 @@ func (f optionFunc) apply(c *Client) error { return f(c) }
 
 // WithKeyPrefix puts prefix in front of every limiter name, so that
 // Limiter("api") uses the Redis key prefix+"api". The default is no prefix,
-// so names are the names Redisson clients use.
+// so names are the names Redisson clients use. A prefix with a brace must
+// hold a whole, non-empty {hash tag} (which puts every limiter of the
+// Client in one Redis Cluster slot); one that would make every name invalid
+// is an error.
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *Client) error {
-		if len(prefix) > MaxNameLen {
+		switch {
+		case len(prefix) > MaxNameLen:
 			return fmt.Errorf("%w: key prefix longer than %d bytes", ErrInvalidOption, MaxNameLen)
+		case strings.ContainsAny(prefix, "{}"):
+			if err := checkName(prefix); err != nil {
+				return fmt.Errorf("%w: key prefix %q: %w", ErrInvalidOption, prefix, err)
+			}
 		}
 		c.prefix = prefix
 		return nil
@@ -95,21 +106,23 @@ func WithClientID(id string) Option {
 	})
 }
 
-// WithDenialCache turns the local denial cache on (the default) or off.
-// With it, a request denied by Redis is denied again from memory, with no
-// round trip, until the time Redis said it could be granted: an abusive
-// client then costs Redis nothing. Only the same limiter and permit count
-// hit the cache. This Client's Release, SetRate, UpdateRate and Delete clear
-// the limiter's entry; a release or rate change made by another process is
-// seen at that time at the latest. Turn it off when such changes must apply
-// at once everywhere.
-func WithDenialCache(enabled bool) Option {
+// WithDenialCache sets how many limiters the local denial cache keeps, the
+// least recently used going first (DefaultDenialCache, about 350 bytes
+// each); 0 turns it off. With it, a request denied by Redis is denied again
+// from memory, with no round trip, until the time Redis said it could be
+// granted (Result.Cached), and so is a request for more permits on the same
+// limiter at the same rate, told to retry when every permit is back: an
+// abusive client then costs Redis nothing, whatever the permits it asks for.
+// This Client's Release, Refund, Settle, SetRate, UpdateRate and Delete
+// clear the limiter's entry; a release or rate change made by another
+// process is seen at that time at the latest. Turn it off when such changes
+// must apply at once everywhere.
+func WithDenialCache(limiters int) Option {
 	return optionFunc(func(c *Client) error {
-		if enabled {
-			c.denials = &denialCache{}
-		} else {
-			c.denials = nil
+		if limiters < 0 {
+			return fmt.Errorf("%w: denial cache of %d limiters", ErrInvalidOption, limiters)
 		}
+		c.denialCap = limiters
 		return nil
 	})
 }
@@ -182,7 +195,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	case *redis.Client, *redis.ClusterClient:
 		across = true
 	}
-	c := &Client{rdb: rdb, denials: &denialCache{}, ctxIO: honoursContext(rdb), acrossLimiters: across}
+	c := &Client{rdb: rdb, ctxIO: honoursContext(rdb), acrossLimiters: across, denialCap: DefaultDenialCache,
+		dials: watchDials(rdb)}
+	c.owed.c = c
 	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {
@@ -194,6 +209,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	if c.clientID == "" {
 		c.clientID = newUUID()
+	}
+	if c.denialCap > 0 {
+		c.denials = newDenialCache(c.denialCap)
 	}
 	c.clusterSetup()
 	return c, nil

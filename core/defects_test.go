@@ -223,9 +223,11 @@ func skewed(t *testing.T, skew time.Duration, f func(mr *miniredis.Miniredis, no
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	name := uniqueName(t)
-	ca, err := core.New(rdb)
+	// No denial cache: it counts on the process clock, and Redis's here
+	// moves only with SetTime.
+	ca, err := core.New(rdb, core.WithDenialCache(0))
 	require.NoError(t, err)
-	cb, err := core.New(rdb)
+	cb, err := core.New(rdb, core.WithDenialCache(0))
 	require.NoError(t, err)
 	f(mr, now, ca.Limiter(name), cb.Limiter(name))
 }

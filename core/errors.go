@@ -18,9 +18,13 @@ var (
 	// ErrInvalidName: a limiter name that is empty, too long, or whose Redis
 	// keys would not share one Redis Cluster hash slot.
 	ErrInvalidName = errors.New("core: invalid limiter name")
-	// ErrInvalidConfig: the configuration stored in Redis is not a valid rate
-	// (written by something else). SetRate, or a limiter with WithRate,
-	// replaces it.
+	// ErrInvalidConfig: what Redis holds under the limiter's keys is not
+	// what a limiter writes (something else wrote it): a configuration that
+	// is not a valid rate, which SetRate, or a limiter with WithRate,
+	// replaces; or a key that holds another type of value, which only its
+	// deletion mends (this package never overwrites it). The limiter's
+	// callers alone get this error: other limiters decided in the same
+	// round trip are not affected.
 	ErrInvalidConfig = errors.New("core: invalid rate configuration in redis")
 	// ErrInvalidDuration: a negative or fractional-millisecond TTL.
 	ErrInvalidDuration = errors.New("core: invalid duration")

@@ -19,6 +19,14 @@ func CachedDenials(c *Client) int64 {
 	return c.denials.n.Load()
 }
 
+// DenialCacheLen returns the number of limiters c's denial cache keeps.
+func DenialCacheLen(c *Client) int {
+	if c.denials == nil {
+		return 0
+	}
+	return c.denials.m.Len()
+}
+
 // Acquire is one acquire of AcquireTogether: its limiter, permits and log
 // member (Member makes one with a random id).
 type Acquire struct {
@@ -56,7 +64,7 @@ func AcquireMember(ctx context.Context, l *Limiter, permits int64, member string
 		return Result{}, err
 	}
 	cl := &call{l: l, s: scriptAcquire, permits: permits, member: member}
-	if err := l.c.do(ctx, cl); err != nil {
+	if _, err := l.c.do(ctx, cl); err != nil {
 		return Result{}, err
 	}
 	return cl.res, cl.err
@@ -75,5 +83,12 @@ func ScriptCalls(acqs []Acquire) int {
 // failed acquire returns it for a caller that grants the permits by other
 // means.
 func GrantAt(permits int64, at time.Time) Grant {
-	return Grant{member: newMember(permits), at: at.UnixMilli()}
+	return Grant{member: newMember(permits), at: at.UnixMilli(), state: grantUnsent}
 }
+
+// Owed returns the number of changes c owes Redis (see Limiter.Charge).
+func Owed(c *Client) int64 { return c.owed.n.Load() }
+
+// FlushEvery is how long the Client's writer waits before it pays what
+// no call took.
+const FlushEvery = flushEvery

@@ -187,24 +187,29 @@ func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error)
 
 func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	sent := time.Now()
+	rate := l.scriptRate()
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l.name, permits, sent); ok {
+		if r, ok := dc.get(l.name, rate, permits, sent); ok {
 			return r, nil
 		}
 	}
 	cl := &call{l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
-	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli()}}
+	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli(), state: grantUnsent}}
 	if err := ctx.Err(); err != nil {
 		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
 	}
-	if err := l.c.do(ctx, cl); err != nil {
-		return undecided, fmt.Errorf("core: acquire: %w", err)
-	}
-	if cl.err != nil {
+	wasSent, err := l.c.do(ctx, cl)
+	if err == nil && cl.err != nil {
 		if errors.Is(cl.err, ErrPermitsExceedRate) || errors.Is(cl.err, ErrNotInitialized) || errors.Is(cl.err, ErrInvalidConfig) {
 			return Result{}, fmt.Errorf("core: acquire: %w", cl.err) // Redis's answer
 		}
-		return undecided, fmt.Errorf("core: acquire: %w", cl.err)
+		err = cl.err
+	}
+	if err != nil {
+		if wasSent {
+			undecided.Grant.state = grantLost
+		}
+		return undecided, fmt.Errorf("core: acquire: %w", err)
 	}
 	r := cl.res
 	received := time.Now()
@@ -212,21 +217,9 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	if r.Allowed {
 		r.Grant.at = sent.UnixMilli()
 	} else if l.c.denials != nil {
-		l.c.denials.put(l.name, permits, sent, received, r)
+		l.c.denials.put(l.name, rate, permits, sent, received, r)
 	}
 	return r, nil
-}
-
-// CachedDenial returns the denial of a request for permits that the
-// Client's local denial cache holds for this limiter, without I/O, and
-// whether there is one: the same answer TryAcquire would give from memory.
-// A middleware deciding without Redis (while it is down) keeps the denials
-// Redis made before.
-func (l *Limiter) CachedDenial(permits int64) (Result, bool) {
-	if l.err != nil || l.c.denials == nil {
-		return Result{}, false
-	}
-	return l.c.denials.get(l.name, permits, time.Now())
 }
 
 // forget drops the limiter's cached denial after a change that may free
@@ -259,7 +252,7 @@ func (l *Limiter) TryAcquireWithin(ctx context.Context, permits int64, maxWait t
 		if r.RetryAfter > left {
 			return r, nil
 		}
-		if err := sleep(ctx, min(r.RetryAfter+jitter(r.RetryAfter), left)); err != nil {
+		if err := sleep(ctx, min(max(r.RetryAfter, time.Millisecond)+jitter(r.RetryAfter), left)); err != nil {
 			return Result{}, fmt.Errorf("core: try acquire within: %w", err)
 		}
 	}
@@ -277,7 +270,7 @@ func (l *Limiter) Acquire(ctx context.Context, permits int64) error {
 		if err != nil || r.Allowed {
 			return err
 		}
-		wait := r.RetryAfter + jitter(r.RetryAfter)
+		wait := max(r.RetryAfter, time.Millisecond) + jitter(r.RetryAfter)
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < r.RetryAfter {
 			return fmt.Errorf("core: acquire: permits not available before the deadline: %w", context.DeadlineExceeded)
 		}
@@ -330,62 +323,51 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 // returned in its Result, and reports whether it did: only that grant
 // leaves the log, whatever was granted after it, so its permits are
 // available again at once and never credited twice. A grant that has left
-// the window, was refunded before, or is zero changes nothing (false), so a
-// Refund resent after a lost reply refunds once (and the resend reports
-// false). Permits taken back by a
-// refund can be granted again within the window: grants in a window may then
-// exceed the rate, as with Release.
+// the window, was refunded or settled before, or is zero changes nothing
+// (false), so a Refund resent after a lost reply refunds once. Permits
+// taken back by a refund can be granted again within the window: grants in
+// a window may then exceed the rate, as with Release.
+//
+// A refund that Redis cannot take now (it fails, answers too late, or this
+// process is too busy to send it: the error says which) is kept by the
+// Client and made later (see Charge), within the grant's window. So is the
+// refund of a grant whose acquire got no decision (its Result had an
+// error): it waits until that acquire's script, should it run late, has
+// run, or follows the grant's Charge; it reports false and no error.
 func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
-	if l.err != nil {
-		return false, l.err
-	}
-	if grant.IsZero() {
-		return false, nil
-	}
-	defer l.forget()
-	v, err := l.eval(ctx, scriptRefund, l.scriptRate(), &grant.member)
-	if err != nil {
-		return false, fmt.Errorf("core: refund: %w", err)
-	}
-	return v[1] == 1, nil
+	return l.settle(ctx, grant, 0, "refund")
 }
 
-// Charge writes into the limiter's log grants made without Redis, such as
-// a local fallback's while Redis could not decide, and returns how many it
-// wrote. Each grant is one that a failed TryAcquire returned in its Result
-// (with the permits it asked for), and is written at the time of that call
-// (by the local clock, turned into Redis's with the offset measured on the
-// Client's decisions), as the grant it stands for: the window it falls in
-// counts it, whatever Redis granted meanwhile, past the rate if need be. A
-// window over its rate is a debt that later acquires pay by waiting: they
-// are denied, with the exact retry time, until the window is back under the
-// rate; Result.Remaining and AvailablePermits report 0 meanwhile.
+// Charge records grants made without Redis, such as a local fallback's
+// while Redis could not decide: each is one that a failed TryAcquire
+// returned in its Result, with the permits it asked for. The Client writes
+// each into the limiter's log at the time of its call (by the local clock,
+// turned into Redis's with the offset measured on the Client's decisions),
+// as the grant it stands for: the window it falls in counts it, whatever
+// Redis granted meanwhile, past the rate if need be. A window over its rate
+// is a debt that later acquires pay by waiting: they are denied, with the
+// exact retry time, until the window is back under the rate;
+// Result.Remaining and AvailablePermits report 0 meanwhile.
 //
-// A grant already in the log (the script of its acquire ran after all, or
-// Charge is resent) and a grant whose window has passed change nothing, so
-// Charge may be retried. A Redisson client sharing the limiter sees a debt
-// as a negative number of available permits: it is denied until the debt
-// is paid.
-func (l *Limiter) Charge(ctx context.Context, grants ...Grant) (int, error) {
+// Charge does no I/O. What the Client owes Redis (charges, and refunds and
+// settles it could not make) goes with the limiter's next call, first, in
+// its round trip, or, for a limiter with no call, from a goroutine of the
+// Client's within moments (while Redis fails, once a second, as its
+// probe). A grant already in the log (the script of its acquire ran after
+// all) and a grant whose window has passed change nothing, so each counts
+// once. A Client keeps at most 100 000 such changes, the oldest going
+// first. A Redisson client sharing the limiter sees a debt as a negative
+// number of available permits: it is denied until the debt is paid.
+func (l *Limiter) Charge(grants ...Grant) {
 	if l.err != nil {
-		return 0, l.err
+		return
 	}
-	args := make([]any, 0, 3*len(grants))
-	offset := l.c.offset.Load()
+	now := time.Now().UnixMilli()
 	for _, g := range grants {
-		if g.IsZero() {
-			continue
+		if !g.IsZero() {
+			l.c.owed.owe(l, &op{member: g.member, at: g.at, due: now, expires: l.expiry(g)})
 		}
-		args = append(args, g.member, g.at+offset, "")
 	}
-	if len(args) == 0 {
-		return 0, nil
-	}
-	v, err := l.eval(ctx, scriptCharge, l.scriptRate(), args...)
-	if err != nil {
-		return 0, fmt.Errorf("core: charge: %w", err)
-	}
-	return int(v[1]), nil
 }
 
 // Settle settles grant, which an acquire on this limiter returned, to its
@@ -398,21 +380,66 @@ func (l *Limiter) Charge(ctx context.Context, grants ...Grant) (int, error) {
 // acquires pay by waiting (see Charge). A grant is settled once: settling
 // it again, or after Refund, or after its window passed, changes nothing
 // and reports false, so a Settle resent after a lost reply settles once.
+// A settle that Redis cannot take now is kept and made later, as a refund
+// is (see Refund).
 func (l *Limiter) Settle(ctx context.Context, grant Grant, permits int64) (bool, error) {
+	if permits < 0 || permits > MaxPermits {
+		return false, fmt.Errorf("%w: %d not in [0, %d]", ErrInvalidPermits, permits, int64(MaxPermits))
+	}
+	return l.settle(ctx, grant, permits, "settle")
+}
+
+// settle puts grant's member, settled to permits, in place of grant's in
+// the log, now or, when Redis cannot take it or does not know the grant
+// yet, later (see Refund).
+func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what string) (bool, error) {
 	switch {
 	case l.err != nil:
 		return false, l.err
-	case permits < 0 || permits > MaxPermits:
-		return false, fmt.Errorf("%w: %d not in [0, %d]", ErrInvalidPermits, permits, int64(MaxPermits))
 	case grant.IsZero():
 		return false, nil
 	}
 	defer l.forget()
-	v, err := l.eval(ctx, scriptCharge, l.scriptRate(), settledMember(grant.member, permits), "", &grant.member)
+	o := &op{member: settledMember(grant.member, permits), old: grant.member, due: time.Now().UnixMilli(), expires: l.expiry(grant)}
+	switch grant.state {
+	case grantUnsent: // known to Redis only once charged: after its charge
+		l.c.owed.owe(l, o)
+		return false, nil
+	case grantLost: // after its late script, should it run
+		delay := lateScripts
+		if iv := l.interval(); iv > 0 {
+			delay = min(delay, iv/2)
+		}
+		o.due += delay.Milliseconds()
+		l.c.owed.owe(l, o)
+		return false, nil
+	}
+	v, err := l.eval(ctx, scriptCharge, l.scriptRate(), o.member, "", o.old)
 	if err != nil {
-		return false, fmt.Errorf("core: settle: %w", err)
+		if unanswered(err) {
+			l.c.owed.owe(l, o)
+		}
+		return false, fmt.Errorf("core: %s: %w", what, err)
 	}
 	return v[1] == 1, nil
+}
+
+// interval returns the limiter's window when its rate is given in code,
+// else 0.
+func (l *Limiter) interval() time.Duration {
+	if l.coded != nil {
+		return l.coded.rate.Interval
+	}
+	return 0
+}
+
+// expiry returns when grant leaves its window, by the local clock, in unix
+// ms, or 0 when the limiter's window is not known here.
+func (l *Limiter) expiry(grant Grant) int64 {
+	if l.coded == nil {
+		return 0
+	}
+	return grant.at + l.coded.rate.Interval.Milliseconds()
 }
 
 // AvailablePermits returns the number of permits available now. It writes
@@ -482,7 +509,7 @@ func (l *Limiter) eval(ctx context.Context, s *script, rate *rateArgs, args ...a
 		args = append(rate.appendTo(make([]any, 0, 4+len(args))), args...)
 	}
 	cl := &call{l: l, s: s, args: args}
-	if err := l.c.do(ctx, cl); err != nil {
+	if _, err := l.c.do(ctx, cl); err != nil {
 		return nil, err
 	}
 	if cl.err != nil {

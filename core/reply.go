@@ -21,7 +21,7 @@ const (
 // a rate in code, its status and, when OK, its stored rate (four values);
 // then per acquire its remaining permits when granted, or -1 - remaining,
 // the retry ms and the reset ms when denied (a retry of -1: more permits
-// than the rate).
+// than the rate; of -2: a key of the limiter holds another type of value).
 func acquireReply(v []int64, groups [][]*call) error {
 	if len(v) == 0 {
 		return errShortReply
@@ -63,8 +63,11 @@ func acquireReply(v []int64, groups [][]*call) error {
 			if at+2 >= len(v) {
 				return errShortReply
 			}
-			if v[at+1] < 0 {
+			switch v[at+1] {
+			case -1:
 				cl.err = fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, cl.permits, rate.Permits)
+			case -2:
+				cl.err = fmt.Errorf("%w: a key of limiter %q holds another type of value", ErrInvalidConfig, l.name)
 			}
 			r.Remaining = -1 - v[at]
 			r.RetryAfter = time.Duration(v[at+1]) * time.Millisecond

@@ -40,8 +40,6 @@ var (
 	luaExpire string
 	//go:embed lua/delete.lua
 	luaDelete string
-	//go:embed lua/refund.lua
-	luaRefund string
 	//go:embed lua/charge.lua
 	luaCharge string
 
@@ -51,7 +49,6 @@ var (
 	scriptTrySetRate = newScript("try set rate", luaLib+luaTrySetRate)
 	scriptSetRate    = newScript("set rate", luaLib+luaSetRate)
 	scriptConfig     = newScript("config", luaLib+luaConfig)
-	scriptRefund     = newScript("refund", luaLib+luaRefund)
 	scriptCharge     = newScript("charge", luaLib+luaCharge)
 	scriptExpire     = newScript("expire", luaExpire)
 	scriptDelete     = newScript("delete", luaDelete)
@@ -59,7 +56,7 @@ var (
 
 // scripts are all of them, for Client.Check.
 var scripts = []*script{scriptAcquire, scriptAvailable, scriptRelease, scriptTrySetRate, scriptSetRate,
-	scriptConfig, scriptRefund, scriptCharge, scriptExpire, scriptDelete}
+	scriptConfig, scriptCharge, scriptExpire, scriptDelete}
 
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a
 // script it does not have.

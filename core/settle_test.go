@@ -34,7 +34,7 @@ func settle(t *testing.T, l *core.Limiter, g core.Grant, permits int64) bool {
 // grant left the window, changes nothing.
 func TestSettleChargesTheRealCost(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		c := e.client(t, core.WithDenialCache(false))
+		c := e.client(t, core.WithDenialCache(0))
 		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 10_000, time.Minute)))
 
 		below := grantOf(t, l, 1000)
@@ -75,7 +75,7 @@ func TestSettleChargesTheRealCost(t *testing.T) {
 // and every key keeps a TTL.
 func TestSettlesRacingAcquiresKeepTheCounterRight(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
-		c := e.client(t, core.WithDenialCache(false))
+		c := e.client(t, core.WithDenialCache(0))
 		r := rate(core.Overall, 1_000_000, time.Minute)
 		l := c.Limiter(e.name, core.WithRate(r))
 		var wg sync.WaitGroup

@@ -147,7 +147,7 @@ func TestKeysAlwaysHaveATTL(t *testing.T) {
 // in rdb_changes_since_last_save.
 func TestDenialsWriteNothing(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
-		c := e.client(t, core.WithDenialCache(false))
+		c := e.client(t, core.WithDenialCache(0))
 		coded := c.Limiter(uniqueName(t), core.WithRate(rate(core.Overall, 3, time.Minute)))
 		perClient := c.Limiter(uniqueName(t))
 		require.NoError(t, perClient.SetRate(bg, rate(core.PerClient, 3, time.Minute)))
@@ -220,7 +220,7 @@ func TestIdempotencyLastsOneWindow(t *testing.T) {
 func TestRetryAfterIsExact(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		const interval = 400 * time.Millisecond
-		l := e.client(t, core.WithDenialCache(false)).Limiter(e.name, core.WithRate(rate(core.Overall, 3, interval)))
+		l := e.client(t, core.WithDenialCache(0)).Limiter(e.name, core.WithRate(rate(core.Overall, 3, interval)))
 		var grants []time.Time
 		for range 3 {
 			r, err := l.TryAcquire(bg, 1)
@@ -268,7 +268,7 @@ func TestAcquiresTogetherMatchOneByOne(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		seed := rand.Uint64()
 		rng := rand.New(rand.NewPCG(seed, seed))
-		c := e.client(t, core.WithDenialCache(false))
+		c := e.client(t, core.WithDenialCache(0))
 		// A hash tag keeps a round's limiters in one Cluster slot, as the
 		// Client's batcher per slot does.
 		tag := "{" + uniqueName(t) + "}"

@@ -46,7 +46,7 @@ func TestNewValidatesOptionsOnly(t *testing.T) {
 		_, err := core.New(rdb, o)
 		assert.ErrorIs(t, err, core.ErrInvalidOption)
 	}
-	c, err := core.New(rdb, core.WithKeyPrefix("rl:"), core.WithClientID("pod-1"), core.WithDenialCache(false))
+	c, err := core.New(rdb, core.WithKeyPrefix("rl:"), core.WithClientID("pod-1"), core.WithDenialCache(0))
 	require.NoError(t, err, "New does no I/O: Redis may be down")
 	assert.Equal(t, "pod-1", c.ClientID())
 	assert.Zero(t, dials.Load())

@@ -1,0 +1,326 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ledger is what a Client owes Redis, per limiter: grants made without it
+// (Limiter.Charge: a local fallback's, while Redis could not decide), and
+// settles and refunds that it could not take (Redis failed, or answered too
+// late), or that must wait: a refund of a call that got no answer waits
+// until its script, should it run late, has run (lateScripts).
+//
+// A limiter pays what it owes with its next call, first, in the same round
+// trip (payments, from send). What no call takes a writer goroutine pays:
+// every flushEvery while Redis answers, and while it fails with the
+// Client's probe, once a second; it ends when the ledger is empty. Each op
+// is made once however often it is sent (charge.lua), and is dropped once
+// its grant's window has passed, when it no longer counts. At most maxOwed
+// ops are kept, the oldest going first beyond it.
+type ledger struct {
+	c       *Client
+	n       atomic.Int64 // ops kept: a call reads it before it locks
+	mu      sync.Mutex
+	keys    map[string]*debts // limiter name -> what it owes; nil until the first
+	oldest  *op               // every op, oldest first (next): the bound drops it
+	newest  *op
+	writing bool // the writer goroutine runs
+}
+
+// debts is what one limiter owes, and how to build it again to pay: its
+// name (without the Client's key prefix), its rate given in code and its
+// call timeout. A limiter is not kept: its keys take more memory than its
+// debts.
+type debts struct {
+	name    string
+	coded   *codedRate
+	timeout time.Duration
+	ops     []*op
+}
+
+// An op is one change of a limiter's log that Redis has yet to make, as
+// charge.lua takes it: member written at its time (a charge), or put in
+// place of old (a settle; of 0 permits, a refund).
+type op struct {
+	member, old string
+	at          int64  // a charge's grant time, local unix ms
+	due         int64  // local unix ms from which it may be sent
+	expires     int64  // local unix ms after which it counts no more; 0: unknown
+	d           *debts // the debts it is one of
+	prev, next  *op    // its place in the ledger's order
+}
+
+// maxOwed bounds the ops a Client keeps.
+const maxOwed = 100_000
+
+// flushEvery is how often the writer pays the ledger while Redis answers.
+const flushEvery = 100 * time.Millisecond
+
+// flushWidth bounds the limiters whose debts the writer pays at once (a
+// few, so that a busy process's decisions do not wait behind them), and
+// flushTimeout each payment: no request waits for it, and one that times
+// out is sent again.
+const (
+	flushWidth   = 16
+	flushTimeout = time.Second
+)
+
+// lateScripts is how long after its caller gave up a call's script may
+// still run: its round trip goes out up to roundTripGrace past the caller's
+// deadline, and Redis runs it as it comes. A refund of such a call waits
+// that long (at most half its limiter's window) so that it comes after the
+// late grant it gives back: a refund finds only a grant already in the log.
+const lateScripts = 2 * roundTripGrace
+
+// owe records that l owes o.
+func (q *ledger) owe(l *Limiter, o *op) {
+	if o.expires != 0 && o.expires <= time.Now().UnixMilli() {
+		return // its window has passed
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := q.debtsOf(l)
+	o.d = d
+	q.link(o, q.newest)
+	d.ops = append(d.ops, o)
+	q.grew(1)
+}
+
+// putBack returns ops of l that were taken but not made: they go first in
+// l's order, as the oldest.
+func (q *ledger) putBack(l *Limiter, ops []*op) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := q.debtsOf(l)
+	for i := len(ops) - 1; i >= 0; i-- {
+		ops[i].d = d
+		q.link(ops[i], nil)
+	}
+	d.ops = append(append(make([]*op, 0, len(ops)+len(d.ops)), ops...), d.ops...)
+	q.grew(len(ops))
+}
+
+// debtsOf returns the debts of l, new ones if it owes nothing. It requires
+// that q.mu is held.
+func (q *ledger) debtsOf(l *Limiter) *debts {
+	if q.keys == nil {
+		q.keys = map[string]*debts{}
+	}
+	d := q.keys[l.name]
+	if d == nil {
+		// Its own copy of the name: the limiter's is part of its keys.
+		name := strings.Clone(l.name)
+		d = &debts{name: name[len(q.c.prefix):], coded: l.coded, timeout: l.timeout}
+		q.keys[name] = d
+	}
+	return d
+}
+
+// grew counts n ops added, drops the oldest beyond the bound, and starts
+// the writer. It requires that q.mu is held.
+func (q *ledger) grew(n int) {
+	for q.n.Add(int64(n)) > maxOwed {
+		n = -1
+		// The oldest op is the first of its limiter's.
+		o := q.oldest
+		q.unlink(o)
+		d := o.d
+		d.ops[0] = nil
+		d.ops = d.ops[1:]
+		if len(d.ops) == 0 {
+			delete(q.keys, q.c.prefix+d.name)
+		}
+	}
+	if !q.writing {
+		q.writing = true
+		go q.write()
+	}
+}
+
+// link puts o in the ledger's order after prev (nil: first). It requires
+// that q.mu is held.
+func (q *ledger) link(o, prev *op) {
+	o.prev = prev
+	if prev == nil {
+		o.next, q.oldest = q.oldest, o
+	} else {
+		o.next, prev.next = prev.next, o
+	}
+	if o.next == nil {
+		q.newest = o
+	} else {
+		o.next.prev = o
+	}
+}
+
+// unlink takes o out of the ledger's order. It requires that q.mu is held.
+func (q *ledger) unlink(o *op) {
+	if o.prev == nil {
+		q.oldest = o.next
+	} else {
+		o.prev.next = o.next
+	}
+	if o.next == nil {
+		q.newest = o.prev
+	} else {
+		o.next.prev = o.prev
+	}
+	o.prev, o.next = nil, nil
+}
+
+// due removes and returns the ops of limiter name that may be sent now,
+// in order, as a payment call, or nil. Ops whose window has passed go.
+func (q *ledger) due(name string, now int64) *call {
+	if q.n.Load() == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := q.keys[name]
+	if d == nil {
+		return nil
+	}
+	var pay []*op
+	keep := d.ops[:0]
+	for _, o := range d.ops {
+		switch {
+		case o.expires != 0 && o.expires <= now:
+			q.unlink(o)
+			q.n.Add(-1)
+		case o.due <= now:
+			q.unlink(o)
+			q.n.Add(-1)
+			pay = append(pay, o)
+		default:
+			keep = append(keep, o)
+		}
+	}
+	clear(d.ops[len(keep):])
+	d.ops = keep
+	if len(keep) == 0 {
+		delete(q.keys, name)
+	}
+	if len(pay) == 0 {
+		return nil
+	}
+	return q.c.Limiter(d.name, limiterOptionFunc(func(l *Limiter) error {
+		l.coded, l.timeout = d.coded, d.timeout
+		return nil
+	})).payment(pay)
+}
+
+// payments returns the payment calls of what the limiters of calls owe,
+// taken from the ledger, to go first in their round trip.
+func (q *ledger) payments(calls []*call) []*call {
+	if q.n.Load() == 0 {
+		return nil
+	}
+	var pays []*call
+	now := time.Now().UnixMilli()
+	for _, cl := range calls {
+		if cl.debts != nil {
+			continue // a payment itself
+		}
+		if p := q.due(cl.l.name, now); p != nil {
+			pays = append(pays, p)
+		}
+	}
+	return pays
+}
+
+// paid puts back the ops of payments that Redis did not take, because it
+// failed or this process was too busy: they are sent again later. What
+// Redis answered, whatever its status (a limiter whose keys hold another
+// type of value would fail again), is done.
+func (q *ledger) paid(pays []*call) {
+	for _, p := range pays {
+		if p.err != nil && unanswered(p.err) {
+			q.putBack(p.l, p.debts)
+		}
+	}
+}
+
+// unanswered reports whether err says that Redis did not answer a call:
+// it failed (refused, or no answer in time), or the call was not sent;
+// not an error of the script's own.
+func unanswered(err error) bool {
+	var reply redis.Error
+	return !errors.As(err, &reply) || refusal(reply.Error())
+}
+
+// payment returns the call that makes ops on l's log.
+func (l *Limiter) payment(ops []*op) *call {
+	args := l.scriptRate().appendTo(make([]any, 0, 4+3*len(ops)))
+	offset := l.c.offset.Load()
+	for _, o := range ops {
+		if o.old == "" {
+			args = append(args, o.member, o.at+offset, "")
+		} else {
+			args = append(args, o.member, "", o.old)
+		}
+	}
+	return &call{l: l, s: scriptCharge, args: args, debts: ops}
+}
+
+// write pays the ledger until it is empty. It waits flushEvery first, and
+// between payments, so that calls meanwhile carry their limiters' debts.
+func (q *ledger) write() {
+	for {
+		time.Sleep(flushEvery)
+		q.mu.Lock()
+		if len(q.keys) == 0 {
+			q.writing = false
+			q.mu.Unlock()
+			return
+		}
+		names := make([]string, 0, len(q.keys))
+		for name := range q.keys {
+			names = append(names, name)
+		}
+		q.mu.Unlock()
+		var (
+			wg     sync.WaitGroup
+			failed atomic.Bool
+			width  = make(chan struct{}, flushWidth)
+			now    = time.Now().UnixMilli()
+		)
+		for _, name := range names {
+			if failed.Load() {
+				break // Redis fails, or this process is too busy: try later
+			}
+			p := q.due(name, now)
+			if p == nil {
+				continue // nothing due, or paid by a call meanwhile
+			}
+			width <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-width }()
+				ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+				defer cancel()
+				// Without an answer, the round trip may go on: p is then
+				// not ours to read, and its ops go again later.
+				_, err := q.c.do(ctx, p)
+				if err == nil {
+					err = p.err
+				}
+				if err != nil {
+					failed.Store(true)
+					if unanswered(err) {
+						q.putBack(p.l, p.debts)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if failed.Load() {
+			time.Sleep(probeEvery - flushEvery)
+		}
+	}
+}
