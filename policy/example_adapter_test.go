@@ -97,7 +97,6 @@ type exchange struct{ c *tinyCtx }
 func (x exchange) Context() context.Context          { return x.c.r.Context() }
 func (x exchange) SetContext(ctx context.Context)    { x.c.r = x.c.r.WithContext(ctx) }
 func (x exchange) SetHeader(name, value string)      { x.c.w.Header()[name] = []string{value} }
-func (x exchange) Method() string                    { return x.c.r.Method }
 func (x exchange) Route() (string, error)            { return x.c.route, nil }
 func (x exchange) Header(name string) string         { return x.c.r.Header.Get(name) }
 func (x exchange) HeaderValues(name string) []string { return x.c.r.Header.Values(name) }
@@ -115,7 +114,7 @@ func serveTiny(handlers ...tinyHandler) http.HandlerFunc {
 			http.NotFound(w, r)
 			return
 		}
-		c := &tinyCtx{w: w, r: r, route: "/tenants/{id}", params: map[string]string{"id": id},
+		c := &tinyCtx{w: w, r: r, route: "GET /tenants/{id}", params: map[string]string{"id": id},
 			status: http.StatusOK, chain: handlers}
 		if err := c.Next(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)

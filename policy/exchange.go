@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/keyfunc"
@@ -29,11 +30,11 @@ type Exchange interface {
 // one goroutine at a time, the request's.
 type limits struct {
 	context.Context
-	// redisFailed: Redis failed a round trip of one of the request's
-	// limits; the later ones decide without waiting for it again. lost: a
-	// round trip got no answer in time; the later ones that do not wait
-	// decide without Redis too, so the request answers within one timeout.
-	redisFailed, lost bool
+	// lost: a round trip of one of them got no answer in time, by
+	// deadline; the later ones that do not wait have until then, so that
+	// the request answers within one timeout.
+	lost     bool
+	deadline time.Time
 	// refused: one of them refused the request; the earlier ones give
 	// their grants back.
 	refused bool

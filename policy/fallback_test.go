@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ type counter struct {
 	mu          sync.Mutex
 	outcomes    map[observe.Outcome]int
 	transitions []bool
+	errors      []error // the first 100 errors reported
 }
 
 func (c *counter) Decision(d observe.Decision) {
@@ -36,6 +38,16 @@ func (c *counter) Decision(d observe.Decision) {
 		c.outcomes = map[observe.Outcome]int{}
 	}
 	c.outcomes[d.Outcome]++
+	if d.Err != nil && len(c.errors) < 100 {
+		c.errors = append(c.errors, d.Err)
+	}
+}
+
+// errs returns the errors the decisions reported.
+func (c *counter) errs() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.errors...)
 }
 
 func (c *counter) Fallback(_ string, active bool) {
@@ -136,8 +148,9 @@ func TestWaitersTakeTurnsAndHopelessOnesLeaveAtOnce(t *testing.T) {
 
 // Local overload (more decisions waiting in this process than the Client
 // allows: core.ErrOverloaded) is no Redis failure: under fail open the
-// request is shed with a 429, not served unlimited; under the local
-// fallback, the fallback decides it.
+// request is shed with a 429, not served unlimited, and one answered too
+// late is decided in memory; under the local fallback, the fallback decides
+// both.
 func TestOverloadIsShed(t *testing.T) {
 	rdb := redistest.Shared(t).Client(t)
 	rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
@@ -153,7 +166,7 @@ func TestOverloadIsShed(t *testing.T) {
 		overloaded observe.Outcome // the 8 turned away
 		timedOut   observe.Outcome // the 2 that waited for Redis past the timeout
 	}{
-		{"open", policy.WithFailOpen(), observe.Shed, observe.ErrorServed},
+		{"open", policy.WithFailOpen(), observe.Shed, observe.FallbackAllowed},
 		{"local", policy.WithFailLocal(1), observe.FallbackAllowed, observe.FallbackAllowed},
 	} {
 		obs := &counter{}
@@ -197,4 +210,26 @@ func TestABusyRefundIsNotLogged(t *testing.T) {
 	rdb.AddHook(redistest.Slow{Delay: 300 * time.Millisecond, Busy: true})
 	d.Done(http.StatusInternalServerError)
 	assert.NotContains(t, buf.String(), "refund failed", "a refund answered late is no failure of Redis's")
+}
+
+// A full Redis (OOM: maxmemory with noeviction) is Redis failing: the
+// local fallback starts, once, the observer and the log say so, and under
+// fail open the request is served with the error reported.
+func TestAFullRedisStartsTheFallback(t *testing.T) {
+	c, mr := mini(t)
+	var buf bytes.Buffer
+	obs := &counter{}
+	local := policy.MustNew(c, "full", core.PerMinute(5), policy.WithObserver(obs),
+		policy.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	open := policy.MustNew(c, "full-open", core.PerMinute(5), policy.WithFailOpen())
+	mr.SetError("OOM command not allowed when used memory > 'maxmemory'.")
+	decide(t, local, newReq("192.0.2.1:1"), observe.FallbackAllowed, 0)
+	decide(t, local, newReq("192.0.2.1:1"), observe.FallbackAllowed, 0)
+	obs.mu.Lock()
+	assert.Equal(t, []bool{true}, obs.transitions, "the fallback started, once")
+	obs.mu.Unlock()
+	assert.Equal(t, 1, strings.Count(buf.String(), "redis cannot decide"), buf.String())
+	assert.Contains(t, buf.String(), "OOM")
+	d := decide(t, open, newReq("192.0.2.1:1"), observe.ErrorServed, 0)
+	assert.ErrorIs(t, d.Err, core.ErrUnavailable)
 }

@@ -89,6 +89,24 @@ func TestFallbackRetryAfterIsNeverEarly(t *testing.T) {
 	assert.True(t, l.Take("k", rate, 1, now.Add(r.RetryAfter)).Allowed)
 }
 
+// A cost above the process's share of the rate, during an outage, is
+// granted alone in an empty window, and keeps it closed until it leaves the
+// window; a request refused meanwhile is told when that is, and is granted
+// then: no Retry-After that cannot come true.
+func TestFallbackCostAboveTheShare(t *testing.T) {
+	l := newLocalLimiter(10)
+	share := core.Rate{Permits: 5, Interval: time.Second}
+	now := time.Unix(1_700_000_000, 0)
+	big := l.Take("k", share, 8, now)
+	require.True(t, big.Allowed, "alone in an empty window")
+	assert.Zero(t, big.Remaining)
+	r := l.Take("k", share, 8, now.Add(100*time.Millisecond))
+	require.False(t, r.Allowed)
+	assert.LessOrEqual(t, r.RetryAfter, time.Second+time.Second/16)
+	assert.False(t, l.Take("k", share, 1, now.Add(100*time.Millisecond)).Allowed, "the window stays closed")
+	assert.True(t, l.Take("k", share, 8, now.Add(100*time.Millisecond).Add(r.RetryAfter)).Allowed, "granted when told")
+}
+
 // A flood of distinct keys keeps at most maxKeys of them, in bounded memory.
 func TestFallbackKeysAreBounded(t *testing.T) {
 	const maxKeys = 10_000

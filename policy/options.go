@@ -136,14 +136,18 @@ func WithCostFunc(f CostFunc) Option {
 	return func(s *settings) { s.costFunc = f }
 }
 
-// WithRateFunc chooses the rate of each request, such as its user's plan.
-// When f fails or returns an invalid rate, the request is limited at the
-// rate given to New, and the error is reported. The limiter name does not
-// change with the rate: a user who moves from one rate to another keeps one
-// budget, its rate updated in place with its history; to give each rate a
-// budget of its own, put the plan in the key. The headers show the rate
-// used. Each distinct rate is validated and prepared once; at most 256 are
-// kept, and further ones are prepared for each request.
+// WithRateFunc chooses the permits of each request's rate, such as its
+// user's plan: the rate it returns must have the interval and type of the
+// rate given to New (a limiter has one window; another window is another
+// policy). When f fails or returns an invalid rate, or one of another
+// interval or type, the request is limited at the rate given to New, and
+// the error is reported. The limiter name does not change with the rate: a
+// user who moves from one plan to another keeps one budget, its rate
+// updated in place with its history, the grants of the window counting
+// against the new permits; to give each plan a budget of its own, put the
+// plan in the key. The headers show the rate used. Each distinct rate is
+// validated and prepared once; at most 256 are kept, and further ones are
+// prepared for each request.
 func WithRateFunc(f RateFunc) Option {
 	return func(s *settings) { s.rateFunc = f }
 }

@@ -35,8 +35,7 @@ type Policy struct {
 	timeout  time.Duration
 	failure  failure
 	shares   int64     // instances sharing the rate, for the local fallback
-	fallback *fallback // nil unless WithFailLocal
-	ledger   ledger    // what Redis has yet to learn
+	fallback *fallback // the local limiter
 	waits    *waits    // nil unless wait mode
 	refund   func(status int) bool
 	dryRun   bool
@@ -107,9 +106,7 @@ func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, err
 		style:    s.headers,
 	}
 	p.base = p.prepare(r)
-	if s.failure == failLocal {
-		p.fallback = newFallback(fallbackKeys)
-	}
+	p.fallback = newFallback(fallbackKeys)
 	if s.maxWait > 0 {
 		p.waits = newWaits(s.maxWait, s.maxWaiters, s.maxPerKey)
 	}
@@ -162,7 +159,6 @@ type Decision struct {
 	p        *Policy
 	limits   *limits
 	name     string        // the limiter's name, without the key prefix
-	local    bool          // decided by the local fallback
 	limiter  *core.Limiter // the limiter decided on
 	prep     *prepared     // the rate and headers used
 	cost     int64
@@ -199,21 +195,8 @@ func (p *Policy) Decide(x Exchange) Decision {
 	return d
 }
 
-// errSkipped is why Redis was not asked: an earlier limit's round trip on
-// the same request failed.
-var errSkipped = errors.New("redis not asked: an earlier limit's round trip of this request failed")
-
-// doneContext makes a call that sends nothing: for a request whose earlier
-// limit found Redis failing, the core returns at once, with the grant the
-// local fallback may record.
-var doneContext = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
-
 // overloadRetry is how long a waiting request sleeps before it asks again
-// when its call was busy (see pause).
+// when its call was busy (see acquire).
 const overloadRetry = 10 * time.Millisecond
 
 func (p *Policy) decide(x Exchange, lim *limits) Decision {
@@ -229,53 +212,22 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 	l := p.client.Limiter(name, d.prep.limOpts...)
 	d.limiter, d.name = l, name
 	ctx := x.Context()
-	waited := false
-	// A denial Redis made before stands, from memory (the core's denial
-	// cache): no round trip, and no news of Redis.
-	r, cached := l.CachedDenial(d.cost)
-	if !cached {
-		var failure error
-		if lim.redisFailed || lim.lost && p.waits == nil {
-			ctx, failure = doneContext, errSkipped
-		} else if o := p.ledger.take(name); o != nil {
-			// Redis first learns what this limiter owes: the local
-			// fallback's grants count before Redis decides again.
-			if err := p.pay(ctx, name, o); err != nil {
-				ctx, failure = doneContext, err
-			}
-		}
-		sent := time.Now()
-		var err error
-		r, err = l.TryAcquire(ctx, d.cost)
-		for tries := 0; p.waits != nil && busy(err) && time.Since(sent)+overloadRetry < p.waits.maxWait; tries++ {
-			// This process is busy (the call was not sent, or its answer
-			// came too late for it): a waiting request keeps waiting,
-			// within its bound, and a late grant of its call is given
-			// back.
-			if lost(err) {
-				p.addRefund(name, d.prep, r.Grant)
-			}
-			if !pause(ctx, tries) {
-				break
-			}
-			waited = true
-			r, err = l.TryAcquire(ctx, d.cost)
-		}
-		if err != nil {
-			return p.withoutRedis(d, name, r.Grant, cmp.Or(failure, err))
-		}
-		if p.fallback != nil {
-			p.fallback.answered(p, sent.UnixNano())
-		}
+	if lim.lost && p.waits == nil {
+		// An earlier limit of the request got no answer in time: this one,
+		// which does not wait, has what is left of that one's time, so
+		// that the request is answered within one timeout.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, lim.deadline)
+		defer cancel()
 	}
-	if !r.Allowed && p.waits != nil {
-		var werr error
+	r, waited, err := p.acquire(ctx, l, d.cost, 0)
+	if err == nil && !r.Allowed && p.waits != nil {
 		var w bool
-		r, w, werr = p.waits.wait(ctx, p, l, name, d.prep, d.cost, r)
+		r, w, err = p.waits.wait(ctx, p, l, name, d.cost, r)
 		waited = waited || w
-		if werr != nil {
-			return p.withoutRedis(d, name, r.Grant, werr)
-		}
+	}
+	if err != nil {
+		return p.withoutRedis(d, l, r.Grant, err)
 	}
 	d.Result = r
 	switch {
@@ -291,6 +243,42 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 	return d
 }
 
+// acquire takes cost permits from l, within maxWait (0: no wait), and
+// reports whether it asked more than once. A call this process was too
+// busy for (not sent, or answered too late: busy) is asked again in wait
+// mode, within the wait, after overloadRetry and then twice as long each
+// time, up to a second, so that a process too busy for its calls does not
+// add more; a late grant of such a call is given back (core.Limiter.Refund
+// waits until its script, should it run late, has run). An answer of
+// Redis's (not the denial cache's) ends the local fallback.
+func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWait time.Duration) (core.Result, bool, error) {
+	start := time.Now()
+	for tries := 0; ; tries++ {
+		sent := time.Now()
+		var r core.Result
+		var err error
+		if maxWait > 0 {
+			r, err = l.TryAcquireWithin(ctx, cost, maxWait-time.Since(start))
+		} else {
+			r, err = l.TryAcquire(ctx, cost)
+		}
+		if err == nil && !r.Cached {
+			p.fallback.answered(p, sent.UnixNano())
+		}
+		if !busy(err) || p.waits == nil || time.Since(start)+overloadRetry >= p.waits.maxWait {
+			return r, tries > 0, err
+		}
+		if lost(err) {
+			_, _ = l.Refund(ctx, r.Grant)
+		}
+		select {
+		case <-time.After(min(overloadRetry<<min(tries, 7), time.Second)):
+		case <-ctx.Done():
+			return r, tries > 0, err
+		}
+	}
+}
+
 // busy reports whether err says that this process was too busy for a
 // call: it was not sent (core.ErrOverloaded), or its answer came too late
 // for it (lost).
@@ -302,19 +290,6 @@ func busy(err error) bool { return errors.Is(err, core.ErrOverloaded) || lost(er
 func lost(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, core.ErrOverloaded) &&
 		!errors.Is(err, core.ErrUnavailable)
-}
-
-// pause waits before a busy call is tried again, the tries-th time:
-// overloadRetry the first time, twice as long each time after, up to a
-// second, so that a process too busy for its calls does not add more. It
-// reports false if ctx ends first.
-func pause(ctx context.Context, tries int) bool {
-	select {
-	case <-time.After(min(overloadRetry<<min(tries, 7), time.Second)):
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // refuse makes d a refusal with status and body.
@@ -399,70 +374,66 @@ func (p *Policy) costOf(x Exchange, d *Decision) bool {
 	return true
 }
 
-// withoutRedis decides d when Redis could not (err): by the failure
-// policy. g is the grant the call asked for, which a local grant records.
-// Local overload (core.ErrOverloaded: the call was not sent) is no Redis
-// failure: the local fallback decides it without starting, or, under fail
-// open or closed, the request is shed with a 429 rather than served
-// unlimited.
-func (p *Policy) withoutRedis(d Decision, name string, g core.Grant, err error) Decision {
-	overload, lost := errors.Is(err, core.ErrOverloaded), lost(err)
-	switch {
-	case lost:
-		d.limits.lost = true
-	case !overload:
-		d.limits.redisFailed = true // the request's later limits decide without Redis
+// withoutRedis decides d when Redis did not (err), on the limiter l: by
+// the failure policy when Redis fails (core.ErrUnavailable); in memory, at
+// the process's share, when this process was too busy to get its call
+// answered in time (but under fail open or closed, a call never sent is
+// shed with a 429, and under fail closed one answered too late gets its
+// 503), and when the limiter's keys in Redis hold what no limiter writes, or
+// any other error, which is reported: only a failing Redis under fail open
+// serves a request without a decision. g is the grant the call asked for,
+// which a local grant records.
+func (p *Policy) withoutRedis(d Decision, l *core.Limiter, g core.Grant, err error) Decision {
+	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
+	if lost {
+		// The request's later limits have what is left of this one's time.
+		d.limits.lost, d.limits.deadline = true, time.Now()
 	}
 	d.redisErr = fmt.Errorf("policy %s: %w", p.name, err)
 	switch {
-	case p.failure == failLocal:
-		if !overload {
-			p.fallback.failed(p, err)
-		}
-		return p.local(d, name, g, lost)
-	case overload:
-		d.Result = core.Result{Rate: d.prep.rate, RetryAfter: ceilTimeout(p.timeout)}
-		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
-	case p.failure == failClosed:
+	case failing && p.failure == failLocal:
+		p.fallback.failed(p, err)
+	case failing && p.failure == failOpen:
+		d.Err = errors.Join(d.Err, d.redisErr)
+		d.Outcome = observe.ErrorServed
+		return d
+	case failing || lost && p.failure == failClosed:
 		d.Err = errors.Join(d.Err, d.redisErr)
 		d.refuse(observe.ErrorRejected, http.StatusServiceUnavailable, d.prep.headers.unavailable)
 		if lost {
-			p.addRefund(name, d.prep, g)
+			_, _ = l.Refund(context.WithoutCancel(d.limits), g)
 		}
-	default:
+		return d
+	case overload && p.failure != failLocal:
+		d.Result = core.Result{Rate: d.prep.rate, RetryAfter: ceilTimeout(p.timeout)}
+		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
+		return d
+	case !overload && !lost && !errors.Is(err, context.Canceled):
+		// Not Redis failing, nor this process: the limiter's keys, say.
 		d.Err = errors.Join(d.Err, d.redisErr)
-		d.Outcome = observe.ErrorServed
-		if lost {
-			// Served: a late grant counts it. Should a later limit refuse
-			// the request, Done gives that grant back.
-			d.Result.Grant = g
-		}
 	}
-	return d
+	return p.local(d, l, g, lost)
 }
 
 // local decides d in memory, at the policy's share of the rate on this
-// process: a grant, made under g, goes into the ledger, for Redis to count;
-// a refusal of a call whose script may yet run (sent, with no answer in
-// time: lost) leaves a refund of g there, so that a late grant does not
-// count.
-func (p *Policy) local(d Decision, name string, g core.Grant, lost bool) Decision {
-	r := p.fallback.take(name, d.prep.share, d.cost)
-	d.local = true
+// process: a grant, made under g, is charged to the core, which writes it
+// into Redis's log once Redis answers; a refusal of a call whose script
+// may yet run (sent, with no answer in time: lost) gives g back, so that a
+// late grant does not count.
+func (p *Policy) local(d Decision, l *core.Limiter, g core.Grant, lost bool) Decision {
+	r := p.fallback.take(d.name, d.prep.share, d.cost)
 	switch {
 	case r.Allowed:
 		d.Outcome = observe.FallbackAllowed
-		if !g.IsZero() {
-			r.Grant = g
-			p.addGrant(name, d.prep, g)
-		}
+		r.Grant = g
+		l.Charge(g)
 	case p.dryRun:
 		d.Outcome = observe.DryRunDenied
 	default:
 		d.refuse(observe.FallbackDenied, http.StatusTooManyRequests, d.prep.headers.deny)
 	}
-	if !r.Allowed && lost && !g.IsZero() {
-		p.addRefund(name, d.prep, g)
+	if !r.Allowed && lost {
+		_, _ = l.Refund(context.WithoutCancel(d.limits), g)
 	}
 	d.Result = r
 	return d
@@ -478,38 +449,38 @@ func ceilTimeout(d time.Duration) time.Duration {
 // request that d served, with the response status. It gives back d's grant
 // when a later policy of the request refused it, or when the policy's
 // refund rule (WithRefund) matches the status: exactly that grant, before
-// the adapter returns. A refund that fails is sent again when Redis
-// answers, within the grant's window.
+// the adapter returns; otherwise it settles the grant to the cost the
+// handler reported with Settle, if any. A refund or settle that Redis
+// cannot take now is kept by the core and made when Redis answers, within
+// the grant's window.
 func (d Decision) Done(status int) {
 	p := d.p
 	if p == nil || d.Result.Grant.IsZero() {
 		return
 	}
-	if !d.limits.refused && (p.refund == nil || !p.refund(status)) {
-		if permits, ok := d.limits.settledFor(p); ok {
-			d.settle(permits)
-		}
-		return
+	refund := d.limits.refused || p.refund != nil && p.refund(status)
+	permits, settle := int64(0), refund
+	if !refund {
+		permits, settle = d.limits.settledFor(p)
 	}
-	if d.local {
-		// The grant is in the ledger, not yet in Redis: its refund goes
-		// after it.
-		p.addRefund(d.name, d.prep, d.Result.Grant)
+	if !settle {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.limits), p.timeout)
 	defer cancel()
-	if _, err := d.limiter.Refund(ctx, d.Result.Grant); err != nil {
-		// Not sent, or no answer: it goes again when Redis can take it
-		// (a refund is made once, however often it is sent).
-		p.addRefund(d.name, d.prep, d.Result.Grant)
-		// Logged unless this process was merely busy (not sent, or
-		// answered late): that is no news of Redis.
-		if busy(err) {
-			return
-		}
+	what := "refund"
+	var err error
+	if refund {
+		_, err = d.limiter.Refund(ctx, d.Result.Grant)
+	} else {
+		what = "settle"
+		_, err = d.limiter.Settle(ctx, d.Result.Grant, permits)
+	}
+	// Logged unless this process was merely busy (not sent, or answered
+	// late): that is no news of Redis.
+	if err != nil && !busy(err) {
 		if ok, n := p.refundLog.allow(); ok {
-			p.log().WarnContext(ctx, "rate limiter: refund failed; it is sent again when Redis answers", "policy", p.name,
+			p.log().WarnContext(ctx, "rate limiter: "+what+" failed; it is made when Redis answers", "policy", p.name,
 				"err", err, "similar_errors_not_logged", n)
 		}
 	}
@@ -528,49 +499,27 @@ func (d Decision) Done(status int) {
 // they show the reservation, not the settlement.
 //
 // Settle may be called from any goroutine while the request runs. It does
-// nothing for a request this policy did not limit, and it panics when
-// permits is negative or above core.MaxPermits: a mistake in the program.
-func (p *Policy) Settle(ctx context.Context, permits int64) {
+// nothing for a request this policy did not limit. A count below 0 or above
+// core.MaxPermits is an error wrapping core.ErrInvalidPermits, and changes
+// nothing.
+func (p *Policy) Settle(ctx context.Context, permits int64) error {
 	if permits < 0 || permits > core.MaxPermits {
-		panic(fmt.Sprintf("policy %s: Settle(%d): permits must be in [0, %d]", p.name, permits, int64(core.MaxPermits)))
+		return fmt.Errorf("policy %s: Settle(%d): %w: permits must be in [0, %d]", p.name, permits, core.ErrInvalidPermits, int64(core.MaxPermits))
 	}
 	lim, ok := ctx.Value(limitsKey{}).(*limits)
 	if !ok {
-		return
+		return nil
 	}
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
 	for i := range lim.settled {
 		if lim.settled[i].p == p {
 			lim.settled[i].permits = permits
-			return
+			return nil
 		}
 	}
 	lim.settled = append(lim.settled, settlement{p, permits})
-}
-
-// settle settles d's grant to permits, now or, when Redis cannot take it
-// (or the grant is still in the ledger), once it can.
-func (d Decision) settle(permits int64) {
-	p := d.p
-	if d.local {
-		p.addSettle(d.name, d.prep, d.Result.Grant, permits)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.limits), p.timeout)
-	defer cancel()
-	if _, err := d.limiter.Settle(ctx, d.Result.Grant, permits); err != nil {
-		p.addSettle(d.name, d.prep, d.Result.Grant, permits)
-		// Logged unless this process was merely busy (not sent, or
-		// answered late): that is no news of Redis.
-		if busy(err) {
-			return
-		}
-		if ok, n := p.refundLog.allow(); ok {
-			p.log().WarnContext(ctx, "rate limiter: settle failed; it is sent again when Redis answers", "policy", p.name,
-				"err", err, "similar_errors_not_logged", n)
-		}
-	}
+	return nil
 }
 
 // observe reports d to the observer.

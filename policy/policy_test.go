@@ -38,7 +38,6 @@ type req struct {
 func (r *req) Context() context.Context       { return r.ctx }
 func (r *req) SetContext(ctx context.Context) { r.ctx = ctx }
 func (r *req) SetHeader(name, value string)   { r.resp[name] = []string{value} }
-func (r *req) Method() string                 { return http.MethodGet }
 func (r *req) Route() (string, error)         { return r.route, nil }
 func (r *req) Header(n string) string         { return r.header.Get(n) }
 func (r *req) HeaderValues(n string) []string { return r.header.Values(n) }
@@ -64,7 +63,9 @@ func decideAgain(p *policy.Policy, r testExchange) policy.Decision { r.reset(); 
 
 func mini(t *testing.T, opts ...core.Option) (*core.Client, *miniredis.Miniredis) {
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	// No retries: a refusal (LOADING) is the call's answer at once, which
+	// go-redis would otherwise retry until the decision's timeout.
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c, err := core.New(rdb, opts...)
 	require.NoError(t, err)
@@ -73,7 +74,7 @@ func mini(t *testing.T, opts ...core.Option) (*core.Client, *miniredis.Miniredis
 
 // noDenialCache is for tests that move Redis's clock: the denial cache
 // counts on the process's.
-var noDenialCache = core.WithDenialCache(false)
+var noDenialCache = core.WithDenialCache(0)
 
 func TestNewValidates(t *testing.T) {
 	c, _ := mini(t)
@@ -487,12 +488,16 @@ func TestRefundRules(t *testing.T) {
 	}
 }
 
+// A Redis that answers LOADING to everything fails: under fail open the
+// request is served, within the timeout, and the error reported.
 func TestDecideFailsWithinTheTimeout(t *testing.T) {
 	c, mr := mini(t)
 	p := policy.MustNew(c, "slow", core.PerMinute(2), policy.WithTimeout(50*time.Millisecond), policy.WithFailOpen())
 	mr.SetError("LOADING Redis is loading") // every command fails
+	start := time.Now()
 	d := decide(t, p, newReq("192.0.2.1:1"), observe.ErrorServed, 0)
-	assert.Error(t, d.Err)
+	assert.Less(t, time.Since(start), time.Second)
+	assert.ErrorIs(t, d.Err, core.ErrUnavailable)
 	assert.True(t, strings.HasPrefix(d.Err.Error(), "policy slow: "), d.Err.Error())
 }
 
@@ -506,4 +511,45 @@ func TestLogErrorIsThrottled(t *testing.T) {
 	}
 	assert.Equal(t, 1, strings.Count(buf.String(), "redis down"), buf.String())
 	assert.Contains(t, buf.String(), "policy=log")
+}
+
+// Settle with a count out of range is an error for the handler, not a
+// panic that takes the process down, and changes nothing.
+func TestSettleOutOfRangeIsAnError(t *testing.T) {
+	c, _ := mini(t)
+	p := policy.MustNew(c, "settle", core.PerMinute(100), policy.WithCost(10))
+	r := newReq("192.0.2.1:1")
+	d := decide(t, p, r, observe.Allowed, 0)
+	for _, n := range []int64{-1, core.MaxPermits + 1} {
+		err := p.Settle(r.Context(), n)
+		assert.ErrorIs(t, err, core.ErrInvalidPermits, "%d", n)
+	}
+	require.NoError(t, p.Settle(r.Context(), 3))
+	require.NoError(t, p.Settle(context.Background(), 3), "a request the policy did not limit: nothing to do")
+	d.Done(http.StatusOK)
+	res := decideAgain(p, r)
+	assert.EqualValues(t, 100-3-10, res.Result.Remaining, "settled to 3, then 10 more")
+}
+
+// A rate function's rate of another interval or type than the policy's is
+// refused: the request is limited at the policy's rate and the error is
+// reported; a rate of other permits is used, with the limiter's history.
+func TestRateFuncKeepsTheWindow(t *testing.T) {
+	c, _ := mini(t)
+	rates := map[string]core.Rate{
+		"pro":    core.PerMinute(100),
+		"fast":   core.PerSecond(100),
+		"client": {Type: core.PerClient, Permits: 100, Interval: time.Minute},
+	}
+	p := policy.MustNew(c, "plans", core.PerMinute(5), policy.WithRateFunc(func(r keyfunc.Request) (core.Rate, error) {
+		return rates[r.Header("X-Plan")], nil
+	}))
+	for _, plan := range []string{"fast", "client"} {
+		d := decideAgain(p, newReq("192.0.2.1:1").with("X-Plan", plan))
+		assert.ErrorIs(t, d.Err, core.ErrInvalidRate, plan)
+		assert.EqualValues(t, 5, d.Result.Rate.Permits, plan)
+	}
+	d := decideAgain(p, newReq("192.0.2.1:1").with("X-Plan", "pro"))
+	require.NoError(t, d.Err)
+	assert.EqualValues(t, 100-3, d.Result.Remaining, "the two before count")
 }

@@ -48,6 +48,12 @@ func (rs *rates) get(p *Policy, r core.Rate) (*prepared, error) {
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("WithRateFunc: %w", err)
 	}
+	if base := p.base.rate; r.Interval != base.Interval || r.Type != base.Type {
+		// One limiter, one window: another window would change the
+		// limiter's stored rate, and its history with it.
+		return nil, fmt.Errorf("WithRateFunc: %w: rate %v: a rate function may change the permits only, "+
+			"not the interval or type of the policy's rate %v; give another window a policy of its own", core.ErrInvalidRate, r, base)
+	}
 	prep = p.prepare(r)
 	rs.mu.Lock()
 	if rs.m == nil {

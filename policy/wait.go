@@ -29,9 +29,9 @@ func newWaits(maxWait time.Duration, maxWaiters, perKey int) *waits {
 
 // wait waits for permits on l, whose denial was r, and returns the new
 // result, and whether the request waited. It returns r at once when the
-// request cannot get the permits in time, and an error when a round trip
-// fails, with the result of the failed call.
-func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string, prep *prepared, cost int64, r core.Result) (core.Result, bool, error) {
+// request cannot get the permits in time, and an error when Redis did not
+// decide, with the result of the failed call.
+func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string, cost int64, r core.Result) (core.Result, bool, error) {
 	turn, ahead, ok := w.join(key)
 	if !ok {
 		return r, false, nil
@@ -59,25 +59,14 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 	case <-ctx.Done(): // the client went away: keep the denial
 		return r, false, nil
 	}
-	for tries := 0; ; tries++ {
-		got, err := l.TryAcquireWithin(ctx, cost, w.maxWait-time.Since(start))
-		switch {
-		case ctx.Err() != nil:
-			return r, false, nil
-		case busy(err) && time.Since(start)+overloadRetry < w.maxWait:
-			// This process is busy: keep waiting, within the bound.
-			if lost(err) {
-				p.addRefund(key, prep, got.Grant)
-			}
-			if !pause(ctx, tries) {
-				return r, false, nil
-			}
-			continue
-		case err != nil:
-			return got, false, err // got.Grant: what a local grant records
-		}
+	got, _, err := p.acquire(ctx, l, cost, w.maxWait-time.Since(start))
+	switch {
+	case err == nil:
 		return got, got.Allowed, nil
+	case ctx.Err() != nil: // the client went away: keep the denial
+		return r, false, nil
 	}
+	return got, false, err // got.Grant: what a local grant records
 }
 
 // perPermit is the part of the interval that cost permits take at rate r.
