@@ -183,11 +183,11 @@ func TestRefusalError(t *testing.T) {
 	assert.NotEmpty(t, pe.Detail)
 }
 
-// TestResultFrom checks that ResultFrom finds nothing outside a denial.
+// TestResultFrom checks that ResultFrom finds nothing before a policy decided.
 func TestResultFrom(t *testing.T) {
 	c := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/", nil), httptest.NewRecorder())
 	_, ok := echo5rl.ResultFrom(c)
-	assert.False(t, ok, "a result outside a denial")
+	assert.False(t, ok, "a result before a policy decided")
 }
 
 // A nil policy is a mistake in the program: New panics at once.

@@ -114,12 +114,13 @@ func CostFunc(f func(echo.Context) (int64, error)) policy.CostFunc { return nati
 // exchange is the policy.Exchange of an Echo request.
 type exchange struct{ c echo.Context }
 
-func (x *exchange) Native() echo.Context              { return x.c }
-func (x *exchange) Context() context.Context          { return x.c.Request().Context() }
-func (x *exchange) SetContext(ctx context.Context)    { x.c.SetRequest(x.c.Request().WithContext(ctx)) }
-func (x *exchange) SetHeader(name, value string)      { x.c.Response().Header()[name] = []string{value} }
-func (x *exchange) Method() string                    { return x.c.Request().Method }
-func (x *exchange) Route() (string, error)            { return x.c.Path(), nil }
+func (x *exchange) Native() echo.Context           { return x.c }
+func (x *exchange) Context() context.Context       { return x.c.Request().Context() }
+func (x *exchange) SetContext(ctx context.Context) { x.c.SetRequest(x.c.Request().WithContext(ctx)) }
+func (x *exchange) SetHeader(name, value string)   { x.c.Response().Header()[name] = []string{value} }
+func (x *exchange) Route() (string, error) {
+	return native.Route(x.c.Request().Method, x.c.Path()), nil
+}
 func (x *exchange) Header(name string) string         { return x.c.Request().Header.Get(name) }
 func (x *exchange) HeaderValues(name string) []string { return x.c.Request().Header.Values(name) }
 func (x *exchange) Query(name string) string          { return x.c.QueryParam(name) }

@@ -114,19 +114,18 @@ func (x exchange) Native() fiber.Ctx              { return x.c }
 func (x exchange) Context() context.Context       { return x.c.Context() }
 func (x exchange) SetContext(ctx context.Context) { x.c.SetContext(ctx) }
 func (x exchange) SetHeader(name, value string)   { x.c.Set(name, value) }
-func (x exchange) Method() string                 { return x.c.Method() }
 func (x exchange) Header(name string) string      { return x.c.Get(name) }
 func (x exchange) Query(name string) string       { return x.c.Query(name) }
 func (x exchange) RemoteAddr() string             { return x.c.RequestCtx().RemoteAddr().String() }
 
-// Route returns the template of the route whose handlers run. Until the
-// router matches a route, as in app.Use, c.FullPath() is the prefix of the
-// Use, not a route, and c.Matched() is false.
+// Route returns the method and template of the route whose handlers run.
+// Until the router matches a route, as in app.Use, c.FullPath() is the
+// prefix of the Use, not a route, and c.Matched() is false.
 func (x exchange) Route() (string, error) {
 	if !x.c.Matched() {
 		return "", errRouteUnknown
 	}
-	return x.c.FullPath(), nil
+	return native.Route(x.c.Route().Method, x.c.FullPath()), nil
 }
 
 // Value returns c.Locals(key), else the value of the request's context.

@@ -175,7 +175,7 @@ func header(c fiber.Ctx) func(string) string {
 	return func(name string) string { return c.Get(name) }
 }
 
-// TestResultFrom checks that ResultFrom finds nothing outside a denial.
+// TestResultFrom checks that ResultFrom finds nothing before a policy decided.
 func TestResultFrom(t *testing.T) {
 	app := fiber.New()
 	app.Get("/", func(c fiber.Ctx) error {
@@ -187,7 +187,7 @@ func TestResultFrom(t *testing.T) {
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
-	assert.Equal(t, "false", string(body), "a result outside a denial")
+	assert.Equal(t, "false", string(body), "a result before a policy decided")
 }
 
 type userCtxKey struct{}

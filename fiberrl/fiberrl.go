@@ -113,21 +113,21 @@ func (x exchange) Native() *fiber.Ctx             { return x.c }
 func (x exchange) Context() context.Context       { return x.c.UserContext() }
 func (x exchange) SetContext(ctx context.Context) { x.c.SetUserContext(ctx) }
 func (x exchange) SetHeader(name, value string)   { x.c.Set(name, value) }
-func (x exchange) Method() string                 { return x.c.Method() }
 func (x exchange) Header(name string) string      { return x.c.Get(name) }
 func (x exchange) Query(name string) string       { return x.c.Query(name) }
 func (x exchange) RemoteAddr() string             { return x.c.Context().RemoteAddr().String() }
 func (x exchange) Value(key any) any              { return x.c.Locals(key) }
 
-// Route returns the template of the route whose handlers run, unless they
-// were added with app.Use, which Fiber v2 marks only in fiber.Route's
+// Route returns the method and template of the route whose handlers run
+// (app.Get's route answers HEAD too, as the route "HEAD /path"), unless
+// they were added with app.Use, which Fiber v2 marks only in fiber.Route's
 // unexported field use.
 func (x exchange) Route() (string, error) {
 	r := x.c.Route()
 	if routeUse != nil && reflect.ValueOf(r).Elem().FieldByIndex(routeUse).Bool() {
 		return "", errRouteUnknown
 	}
-	return r.Path, nil
+	return native.Route(r.Method, r.Path), nil
 }
 
 // routeUse is the index of fiber.Route's field use, or nil if this version

@@ -91,7 +91,12 @@ func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
 // fewest permits left of the policies that limit it (remaining permits,
 // reset time), as its X-RateLimit-* headers show. It reports false before
 // any policy decided the request.
-func ResultFrom(c *gin.Context) (core.Result, bool) { return policy.ResultFrom(c.Request.Context()) }
+func ResultFrom(c *gin.Context) (core.Result, bool) {
+	if c.Request == nil {
+		return core.Result{}, false
+	}
+	return policy.ResultFrom(c.Request.Context())
+}
 
 // Key returns a key function that reads the key from the *gin.Context, such as
 // a path parameter or a value set with c.Set; an empty key means that the request has none.
@@ -108,12 +113,13 @@ func CostFunc(f func(*gin.Context) (int64, error)) policy.CostFunc { return nati
 // exchange is the policy.Exchange of a gin request.
 type exchange struct{ c *gin.Context }
 
-func (x exchange) Native() *gin.Context              { return x.c }
-func (x exchange) Context() context.Context          { return x.c.Request.Context() }
-func (x exchange) SetContext(ctx context.Context)    { x.c.Request = x.c.Request.WithContext(ctx) }
-func (x exchange) SetHeader(name, value string)      { x.c.Writer.Header()[name] = []string{value} }
-func (x exchange) Method() string                    { return x.c.Request.Method }
-func (x exchange) Route() (string, error)            { return x.c.FullPath(), nil }
+func (x exchange) Native() *gin.Context           { return x.c }
+func (x exchange) Context() context.Context       { return x.c.Request.Context() }
+func (x exchange) SetContext(ctx context.Context) { x.c.Request = x.c.Request.WithContext(ctx) }
+func (x exchange) SetHeader(name, value string)   { x.c.Writer.Header()[name] = []string{value} }
+func (x exchange) Route() (string, error) {
+	return native.Route(x.c.Request.Method, x.c.FullPath()), nil
+}
 func (x exchange) Header(name string) string         { return x.c.Request.Header.Get(name) }
 func (x exchange) HeaderValues(name string) []string { return x.c.Request.Header.Values(name) }
 func (x exchange) Query(name string) string          { return x.c.Query(name) }

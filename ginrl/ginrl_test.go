@@ -123,11 +123,11 @@ func options(app conformance.App, l conformance.Limit) []ginrl.Option {
 	return o
 }
 
-// TestResultFrom checks that ResultFrom finds nothing outside a denial.
+// TestResultFrom checks that ResultFrom finds nothing before a policy decided.
 func TestResultFrom(t *testing.T) {
 	c, _ := gin.CreateTestContext(httptest.NewRecorder())
 	if _, ok := ginrl.ResultFrom(c); ok {
-		t.Fatal("a result outside a denial")
+		t.Fatal("a result before a policy decided")
 	}
 }
 

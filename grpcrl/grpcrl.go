@@ -1,7 +1,10 @@
 // Package grpcrl applies redlimit policies (package policy) to gRPC server
 // calls, and paces client calls with a core.Limiter. A call's key is by
-// default its peer's IP; key functions see incoming metadata as headers,
-// the full method as the route and "POST" as the method. A stream is
+// default its peer's IP; key functions see incoming metadata as headers and
+// the full method as the route (keyfunc.Route), but for the calls of a
+// server's unknown-service handler, whose method the client chooses: they
+// are one route, "unknown method" (register services with their
+// implementation, not nil, for their streams to be told from them). A stream is
 // decided once, at its start. The rate limit fields go out as lower-case
 // header metadata. Over the limit, a call fails with ResourceExhausted, a
 // RetryInfo and a QuotaFailure naming the policy; a cost above the rate, the
@@ -70,7 +73,7 @@ func UnaryServerInterceptor(p *policy.Policy, opts ...Option) grpc.UnaryServerIn
 		if c.skip != nil && c.skip(ctx, info.FullMethod) {
 			return next(ctx, req)
 		}
-		err = c.serve(ctx, grpc.SetHeader, func(ctx context.Context) error { resp, err = next(ctx, req); return err })
+		err = c.serve(ctx, info.FullMethod, grpc.SetHeader, func(ctx context.Context) error { resp, err = next(ctx, req); return err })
 		return resp, err
 	}
 }
@@ -82,7 +85,13 @@ func StreamServerInterceptor(p *policy.Policy, opts ...Option) grpc.StreamServer
 		if c.skip != nil && c.skip(ss.Context(), info.FullMethod) {
 			return next(srv, ss)
 		}
-		return c.serve(ss.Context(), func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) },
+		route := info.FullMethod
+		if srv == nil {
+			// The server's unknown-service handler: the method is the
+			// client's choice, so all such calls are one route.
+			route = unknownMethod
+		}
+		return c.serve(ss.Context(), route, func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) },
 			func(ctx context.Context) error { return next(srv, &stream{ss, ctx}) })
 	}
 }
@@ -94,9 +103,14 @@ type stream struct {
 
 func (s *stream) Context() context.Context { return s.ctx }
 
-// serve decides a call with c.p, sends its fields, and serves or refuses it.
-func (c *config) serve(ctx context.Context, set func(context.Context, metadata.MD) error, next func(context.Context) error) error {
-	x := &call{ctx, metadata.MD{}}
+// unknownMethod is the route of the calls that a server's unknown-service
+// handler serves.
+const unknownMethod = "unknown method"
+
+// serve decides a call to route with c.p, sends its fields, and serves or
+// refuses it.
+func (c *config) serve(ctx context.Context, route string, set func(context.Context, metadata.MD) error, next func(context.Context) error) error {
+	x := &call{ctx, route, metadata.MD{}}
 	d := c.p.Decide(x)
 	_ = set(x.ctx, x.md)
 	if d.Err != nil {
@@ -161,15 +175,15 @@ func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInt
 }
 
 type call struct { // a call, as a policy.Exchange
-	ctx context.Context
-	md  metadata.MD // the rate limit fields
+	ctx   context.Context
+	route string      // its full method, or unknownMethod
+	md    metadata.MD // the rate limit fields
 }
 
 func (x *call) Context() context.Context       { return x.ctx }
 func (x *call) SetContext(ctx context.Context) { x.ctx = ctx }
 func (x *call) SetHeader(name, value string)   { x.md[strings.ToLower(name)] = []string{value} }
-func (x *call) Method() string                 { return http.MethodPost }
-func (x *call) Route() (string, error)         { m, _ := grpc.Method(x.ctx); return m, nil }
+func (x *call) Route() (string, error)         { return x.route, nil }
 func (x *call) Header(k string) string         { return cmp.Or(x.HeaderValues(k)...) }
 func (x *call) HeaderValues(k string) []string { return metadata.ValueFromIncomingContext(x.ctx, k) }
 func (x *call) Query(string) string            { return "" }

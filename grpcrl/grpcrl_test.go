@@ -408,11 +408,41 @@ func TestRouteKey(t *testing.T) {
 		require.NoError(t, err, method)
 		_, err = invoke(t, conn, method)
 		assert.Equal(t, codes.ResourceExhausted, status.Code(err), method)
-		log := "{" + pre + "route:" + keyfunc.Escape("POST "+method) + "}:permits"
+		log := "{" + pre + "route:" + keyfunc.Escape(method) + "}:permits"
 		n, err := rdb.ZCard(context.Background(), log).Result()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n, "one grant in %s", log)
 	}
+}
+
+// TestUnknownMethodsAreOneRoute: the calls of a server's unknown-service
+// handler, whose method the client chooses, share one route key, so that
+// made-up methods buy no budget; the server's own methods keep theirs.
+func TestUnknownMethodsAreOneRoute(t *testing.T) {
+	client, _ := shared(t)
+	p := policy.MustNew(client, "route", core.PerMinute(2), policy.WithKey(keyfunc.Route()))
+	proxy := func(_ any, ss grpc.ServerStream) error { // answers any method
+		if err := ss.RecvMsg(new(emptypb.Empty)); err != nil {
+			return err
+		}
+		return ss.SendMsg(wrapperspb.String("proxied"))
+	}
+	conn, _ := serve(t, []grpc.ServerOption{
+		grpc.UnaryInterceptor(grpcrl.UnaryServerInterceptor(p)),
+		grpc.StreamInterceptor(grpcrl.StreamServerInterceptor(p)),
+		grpc.UnknownServiceHandler(proxy),
+	})
+	served := 0
+	for i := range 6 {
+		if _, err := invoke(t, conn, "/made.Up/Method"+strconv.Itoa(i)); err == nil {
+			served++
+		} else {
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+		}
+	}
+	assert.Equal(t, 2, served, "2 a minute for all the methods the server does not know")
+	_, err := invoke(t, conn, unaryMethod)
+	assert.NoError(t, err, "a method of the server's own has its route")
 }
 
 // TestStatusOfCodes checks the HTTP status that Decision.Done, and so

@@ -16,7 +16,6 @@ import (
 type httpRequest struct{ r *http.Request }
 
 func (h httpRequest) Context() context.Context          { return h.r.Context() }
-func (h httpRequest) Method() string                    { return h.r.Method }
 func (h httpRequest) Route() (string, error)            { return h.r.Pattern, nil }
 func (h httpRequest) Header(name string) string         { return h.r.Header.Get(name) }
 func (h httpRequest) HeaderValues(name string) []string { return h.r.Header.Values(name) }
@@ -38,7 +37,7 @@ func ExampleEscape() {
 
 func ExampleJoin() {
 	r := httptest.NewRequest("GET", "/users/42", nil)
-	r.Pattern = "/users/{id}"
+	r.Pattern = "GET /users/{id}"
 	r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice:admin"))
 
 	key := keyfunc.Join(keyfunc.User(userKey{}), keyfunc.Route())

@@ -15,13 +15,15 @@ import (
 type Request interface {
 	// Context returns the request's context.
 	Context() context.Context
-	// Method returns the HTTP method, such as "GET".
-	Method() string
-	// Route returns the template of the matched route, such as "/users/:id"
-	// or, for net/http, "/users/{id}", or "" when the request matched no
-	// route. It returns an error wrapping ErrRouteUnknown where the
-	// framework cannot know the route, such as in middleware that runs
-	// before routing; the error says where the middleware belongs instead.
+	// Route returns the route the request matched, as the application
+	// registered it: the route's method and path template, such as
+	// "GET /users/:id" or, for net/http, "GET /users/{id}", or the template
+	// alone for a route of every method (a ServeMux pattern without one,
+	// "/users/{id}"), or "" when the request matched no route. The method
+	// is the route's, not the one the client sent. It returns an error
+	// wrapping ErrRouteUnknown where the framework cannot know the route,
+	// such as in middleware that runs before routing; the error says where
+	// the middleware belongs instead.
 	Route() (string, error)
 	// Header returns the first value of the named header, or "" if absent.
 	Header(name string) string
@@ -116,15 +118,18 @@ func User(key any) KeyFunc {
 	}
 }
 
-// Route returns a KeyFunc that uses the method and the route template of the
-// request, Method()+" "+Route(), such as "GET /users/:id": every user of a
-// route shares one bucket, whatever the path parameters. The raw path is
-// never used, since it would give attackers unlimited distinct keys. A
-// request that matched no route (a 404) has no key: the error wraps
-// ErrNoKey. Where the framework cannot know the route (see
-// Request.Route), the error wraps ErrRouteUnknown: the policy's
-// missing-key rule applies, and the error, which says where the middleware
-// belongs, is reported.
+// Route returns a KeyFunc that uses the route the request matched, as the
+// application registered it (Request.Route), such as "GET /users/:id":
+// every user of a route shares one bucket, whatever the path parameters.
+// The raw path and the method the client sent are never used, since they
+// would give clients unlimited distinct keys: a HEAD request counts with
+// its GET route, methods outside the standard ones (GET, HEAD, POST, PUT,
+// PATCH, DELETE, OPTIONS, CONNECT, TRACE) count as one, "OTHER", and a
+// route that takes every method has one key for all of them. A request
+// that matched no route (a 404) has no key: the error wraps ErrNoKey.
+// Where the framework cannot know the route (see Request.Route), the error
+// wraps ErrRouteUnknown: the policy's missing-key rule applies, and the
+// error, which says where the middleware belongs, is reported.
 func Route() KeyFunc {
 	return func(r Request) (string, error) {
 		route, err := r.Route()
@@ -134,8 +139,24 @@ func Route() KeyFunc {
 		if route == "" {
 			return "", errNoRoute
 		}
-		return r.Method() + " " + route, nil
+		method, path, ok := strings.Cut(route, " ")
+		if !ok {
+			return route, nil // a route of every method
+		}
+		return routeMethod(method) + " " + strings.TrimLeft(path, " \t"), nil
 	}
+}
+
+// routeMethod returns the method a route key names for a route's method:
+// GET for HEAD, OTHER for any but the standard methods.
+func routeMethod(m string) string {
+	switch m {
+	case "GET", "HEAD":
+		return "GET"
+	case "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
+		return m
+	}
+	return "OTHER"
 }
 
 // Header returns a KeyFunc that uses the first value of the named header. A

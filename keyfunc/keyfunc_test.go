@@ -19,7 +19,6 @@ import (
 
 // fakeReq is a minimal keyfunc.Request.
 type fakeReq struct {
-	method   string
 	route    string
 	routeErr error
 	remote   string
@@ -31,7 +30,6 @@ type fakeReq struct {
 }
 
 func (r *fakeReq) Context() context.Context { return context.Background() }
-func (r *fakeReq) Method() string           { return r.method }
 func (r *fakeReq) Route() (string, error)   { return r.route, r.routeErr }
 func (r *fakeReq) Header(name string) string {
 	r.headerCalls++
@@ -48,7 +46,7 @@ func (r *fakeReq) Value(key any) any        { return r.values[key] }
 // newReq returns a request from remote with headers given as name, value
 // pairs; repeated names give several header lines.
 func newReq(remote string, headerPairs ...string) *fakeReq {
-	r := &fakeReq{method: "GET", remote: remote, headers: http.Header{}, query: map[string]string{}, values: map[any]any{}}
+	r := &fakeReq{remote: remote, headers: http.Header{}, query: map[string]string{}, values: map[any]any{}}
 	for i := 0; i+1 < len(headerPairs); i += 2 {
 		r.headers.Add(headerPairs[i], headerPairs[i+1])
 	}
@@ -213,18 +211,28 @@ func TestHeader(t *testing.T) {
 	assert.Contains(t, err.Error(), "X-Tenant")
 }
 
+// The route as registered is the key: the route's method, HEAD with GET,
+// the methods outside the standard set as one, a route of every method
+// with one key.
 func TestRoute(t *testing.T) {
 	tests := []struct {
-		name, method, route, want string
+		name, route, want string
 	}{
-		{"gin template", "GET", "/users/:id", "GET /users/:id"},
-		{"mux pattern", "POST", "/users/{id}", "POST /users/{id}"},
-		{"wildcard", "GET", "/static/*filepath", "GET /static/*filepath"},
+		{"gin template", "GET /users/:id", "GET /users/:id"},
+		{"mux pattern", "POST /users/{id}", "POST /users/{id}"},
+		{"wildcard", "GET /static/*filepath", "GET /static/*filepath"},
+		{"HEAD counts with GET", "HEAD /users/:id", "GET /users/:id"},
+		{"a method outside the standard set", "PURGE /cache", "OTHER /cache"},
+		{"another one", "BREW /cache", "OTHER /cache"},
+		{"a lower-case method", "get /cache", "OTHER /cache"},
+		{"a pattern of every method", "/users/{id}", "/users/{id}"},
+		{"a pattern with a host", "GET example.com/users/{id}", "GET example.com/users/{id}"},
+		{"a gRPC method", "/pkg.Service/Method", "/pkg.Service/Method"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newReq("192.0.2.1:1")
-			r.method, r.route = tt.method, tt.route
+			r.route = tt.route
 			assert.Equal(t, tt.want, key(t, keyfunc.Route(), r))
 		})
 	}
@@ -282,7 +290,7 @@ func TestAPIKey(t *testing.T) {
 
 func TestJoin(t *testing.T) {
 	r := newReq("192.0.2.1:1")
-	r.route = "/users/:id"
+	r.route = "GET /users/:id"
 	r.values["user"] = "alice"
 
 	fn := keyfunc.Join(keyfunc.Static("api"), keyfunc.User("user"), keyfunc.Route())
@@ -364,22 +372,16 @@ func TestJoinNoCollisions(t *testing.T) {
 		"a~", "~a", "a%", "%", "%25", "a b", "a\x00", "a\n", "é", "a:GET /x", "GET",
 		strings.Repeat("x", 64), strings.Repeat("x", 65), strings.Repeat(":", 65),
 	}
-	routes := [][2]string{
-		{"GET", "/x"}, {"GET", ":/x"}, {"GET:", "/x"}, {"", "GET /x"}, {"GET /x", ""},
-		{"GET", "/{id}"}, {"GET", "/*"}, {"POST", "/x"}, {"GET", "/x:GET"},
-	}
+	routes := []string{"GET /x", "GET :/x", "/x", "GET:/x", "GET /{id}", "GET /*", "POST /x", "GET /x:GET", "OTHER /x"}
 	fn := keyfunc.Join(keyfunc.User("user"), keyfunc.Route())
-	seen := map[string][3]string{}
+	seen := map[string][2]string{}
 	for _, u := range users {
 		for _, rt := range routes {
-			if rt[1] == "" {
-				continue // no route: ErrNoKey, checked elsewhere
-			}
 			r := newReq("192.0.2.1:1")
 			r.values["user"] = u
-			r.method, r.route = rt[0], rt[1]
+			r.route = rt
 			k := key(t, fn, r)
-			in := [3]string{u, rt[0], rt[1]}
+			in := [2]string{u, rt}
 			if prev, ok := seen[k]; ok {
 				t.Fatalf("key %q for both %q and %q", k, prev, in)
 			}
@@ -393,7 +395,7 @@ func TestJoinNoCollisions(t *testing.T) {
 			for _, p := range parts {
 				require.NoError(t, checkPart(p))
 			}
-			for i, want := range []string{u, rt[0] + " " + rt[1]} {
+			for i, want := range []string{u, rt} {
 				if len(want) > 64 {
 					assert.Equal(t, hashed(want), parts[i])
 					continue

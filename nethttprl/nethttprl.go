@@ -7,7 +7,10 @@
 //
 // Route keys use the request's pattern (r.Pattern), which a ServeMux or chi
 // (v5.2.3 and later) sets once it has routed the request: wrap the route's
-// handler, not the router, around which the route is unknown. With chi,
+// handler, not the router, around which the route is unknown. The pattern
+// is the key as registered: "GET /users/{id}" (HEAD requests count with
+// it), or "/users/{id}" for a pattern without a method, and for chi, whose
+// patterns carry none: one key for every method of the route. With chi,
 // limit routes with r.With(limit), or with Use inside r.Group; Use on a
 // sub-router sees only the pattern of its mount ("/api/*": one key for all
 // its routes). Chi v5.3.0 and later give a sub-router's route its full
@@ -19,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/native"
@@ -143,21 +145,18 @@ func (x *exchange) Native() *http.Request             { return x.r }
 func (x *exchange) Context() context.Context          { return x.r.Context() }
 func (x *exchange) SetContext(ctx context.Context)    { x.r = x.r.WithContext(ctx) }
 func (x *exchange) SetHeader(name, value string)      { x.w.Header()[name] = []string{value} }
-func (x *exchange) Method() string                    { return x.r.Method }
 func (x *exchange) Header(name string) string         { return x.r.Header.Get(name) }
 func (x *exchange) HeaderValues(name string) []string { return x.r.Header.Values(name) }
 func (x *exchange) Query(name string) string          { return x.r.URL.Query().Get(name) }
 func (x *exchange) RemoteAddr() string                { return x.r.RemoteAddr }
 func (x *exchange) Value(key any) any                 { return x.r.Context().Value(key) }
 
-// Route returns the request's pattern without its method: "/users/{id}".
+// Route returns the request's pattern, as the mux registered it: with its
+// method, "GET /users/{id}" (a HEAD request matches it too), or without,
+// "/users/{id}", for a route of every method.
 func (x *exchange) Route() (string, error) {
-	pattern := x.r.Pattern
-	if pattern == "" {
+	if x.r.Pattern == "" {
 		return "", errRouteUnknown
 	}
-	if i := strings.IndexByte(pattern, ' '); i >= 0 {
-		pattern = strings.TrimLeft(pattern[i+1:], " \t")
-	}
-	return pattern, nil
+	return x.r.Pattern, nil
 }

@@ -3,12 +3,15 @@ package nethttprl_test
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/conformance"
@@ -132,4 +135,36 @@ func TestBurst(t *testing.T) {
 // A nil policy is a mistake in the program: New panics at once.
 func TestNewPanicsOnANilPolicy(t *testing.T) {
 	assert.PanicsWithValue(t, "nethttprl.New: nil *policy.Policy", func() { nethttprl.New(nil) })
+}
+
+// A ServeMux pattern without a method takes every method, so its route key
+// is the pattern alone: made-up methods buy no budget. A pattern with a
+// method counts HEAD with GET.
+func TestRouteKeysOfPatterns(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatUint(rand.Uint64(), 36)+":"))
+	require.NoError(t, err)
+	limit := nethttprl.New(policy.MustNew(c, "route", core.PerMinute(3), policy.WithKey(keyfunc.Route())))
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux := http.NewServeMux()
+	mux.Handle("/any/{id}", limit(ok))
+	mux.Handle("GET /get/{id}", limit(ok))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	served := func(path string, methods ...string) int {
+		n := 0
+		for i, m := range methods {
+			req, err := http.NewRequest(m, srv.URL+path+strconv.Itoa(i), nil)
+			require.NoError(t, err)
+			res, err := srv.Client().Do(req)
+			require.NoError(t, err)
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 3, served("/any/", "BREW", "PURGE", "X-ANYTHING", "GET", "POST", "DELETE"), "one budget for every method")
+	assert.Equal(t, 3, served("/get/", "HEAD", "GET", "HEAD", "GET", "HEAD"), "HEAD with GET")
 }

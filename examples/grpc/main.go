@@ -146,7 +146,10 @@ func newServer(client *core.Client, instances int, maxIdle time.Duration) *grpc.
 		// disconnected.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second}),
 	)
-	srv.RegisterService(&greeter, nil)
+	// Registered with an implementation, as protoc's RegisterXServer does:
+	// grpcrl tells the server's own streams from those of an
+	// unknown-service handler by it.
+	srv.RegisterService(&greeter, struct{}{})
 	healthpb.RegisterHealthServer(srv, grpchealth.NewServer()) // SERVING
 	return srv
 }

@@ -25,3 +25,13 @@ func Func[C, T any](pkg string, f func(C) (T, error)) func(keyfunc.Request) (T, 
 		return zero, errForeign
 	}
 }
+
+// Route returns the route of a request to a framework that routes by
+// method, as keyfunc.Request.Route gives it: the route's method and path
+// template, or "" when the request matched no route (path is "").
+func Route(method, path string) string {
+	if path == "" {
+		return ""
+	}
+	return method + " " + path
+}
