@@ -162,12 +162,10 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 					most = max(most, n)
 				}
 				worst = max(worst, most)
-				allowed := 1 + 1 // the limit, and the fallback's share of it
-				if failure == FailOpen {
-					// The limit, and what fail open serves: a call with no
-					// answer in time, granted late.
-					allowed = 1 + errorsOf[ip+":4000"]
-				}
+				// The limit, and the fallback's share of it: a call with no
+				// answer in time is decided in memory, under fail open too
+				// (a busy process never turns limiting off).
+				allowed := 1 + 1
 				assert.LessOrEqual(t, most, allowed, "%s: %d login grants in one window", ip, most)
 				if failure == FailOpen {
 					beyond := served[ip] - len(at)

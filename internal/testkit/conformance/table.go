@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -46,7 +49,13 @@ func (c caller) get(path string, header ...string) response {
 
 func (c caller) getCtx(ctx context.Context, path string, header ...string) response {
 	c.t.Helper()
-	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://test"+path, nil)
+	return c.send(ctx, http.MethodGet, path, header...)
+}
+
+// send performs a request of method to path.
+func (c caller) send(ctx context.Context, method, path string, header ...string) response {
+	c.t.Helper()
+	req := httptest.NewRequestWithContext(ctx, method, "http://test"+path, nil)
 	req.RequestURI = ""
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -490,7 +499,12 @@ func run(t *testing.T, a Adapter, b backend) {
 		assert.Equal(t, http.StatusInternalServerError, r.status)
 		assert.Equal(t, "custom error", r.body)
 		inTime(t, stalls, r, noHang, 0)
-		assert.Error(t, <-ap.Errors)
+		select {
+		case err := <-ap.Errors:
+			assert.ErrorIs(t, err, core.ErrUnavailable, "Redis is taken for failing from the first call")
+		case <-time.After(10 * time.Second):
+			t.Error("the error handler saw no error")
+		}
 	})
 
 	t.Run("a request with no key is limited by its client IP", func(t *testing.T) {
@@ -805,6 +819,112 @@ func run(t *testing.T, a Adapter, b backend) {
 		_ = ap
 	})
 
+	t.Run("a route key counts HEAD with GET, and no method buys another budget", func(t *testing.T) {
+		t.Parallel()
+		route := []keyfunc.KeyFunc{keyfunc.Route()}
+		_, c := app(t, nil, Route{Path: "/items/{id}", Limits: []Limit{{Name: "route", Rate: perMinute(3), Keys: route}}})
+		served := 0
+		for _, method := range []string{"GET", "HEAD", "HEAD", "BREW", "PURGE", "HEAD", "GET", "BREW"} {
+			r := c.send(context.Background(), method, "/items/"+strconv.Itoa(served))
+			if r.status >= 200 && r.status < 300 {
+				served++
+			}
+		}
+		for _, status := range c.statuses(4, "/items/x") {
+			if status == http.StatusOK {
+				served++
+			}
+		}
+		assert.Equal(t, 3, served, "3 a minute on the route, whatever the methods (HEAD, where the framework routes it to GET, with GET)")
+	})
+
+	t.Run("a rate function cannot change the window", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		ap, c := one(t, Limit{Name: "window", Rate: core.PerHour(5), Keys: user, OnError: ErrorObserve,
+			Tiers: map[string]core.Rate{"burst": core.PerSecond(100), "client": {Type: core.PerClient, Permits: 100, Interval: time.Hour}}})
+		served := 0
+		for i := range 16 {
+			tier := []string{"", "burst", "", "client"}[i%4]
+			if c.get("/a", HeaderUser, "alternating", HeaderTier, tier).status == http.StatusOK {
+				served++
+			}
+		}
+		assert.Equal(t, 5, served, "a rate of another window is refused: every request counts against 5 an hour")
+		errs := drain(ap.Errors)
+		require.NotEmpty(t, errs)
+		assert.ErrorIs(t, errs[0], core.ErrInvalidRate)
+	})
+
+	t.Run("a plan upgrade is served at once, whatever was denied before", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		_, c := one(t, Limit{Name: "upgrade", Rate: perMinute(1), Keys: user, Tiers: map[string]core.Rate{"pro": perMinute(10)}})
+		assert.Equal(t, []int{200, 429, 429}, c.statuses(3, "/a", HeaderUser, "upgrader"))
+		assert.Equal(t, []int{200, 200}, c.statuses(2, "/a", HeaderUser, "upgrader", HeaderTier, "pro"),
+			"the denial at the old plan's rate does not stand at the new one's")
+	})
+
+	t.Run("a client choosing its costs cannot make Redis walk the log", func(t *testing.T) {
+		t.Parallel()
+		ap, c := one(t, Limit{Name: "tokens", Rate: perMinute(10_000), CostHeader: true})
+		// The log of the client's limiter holds 10 000 grants of a permit.
+		name := ap.Prefix + "tokens:" + keyfunc.Escape(a.Peer.String())
+		require.Equal(t, http.StatusOK, c.get("/a", HeaderCost, "1").status)
+		fill(t, b.rdb, permitsKey(ap, "tokens", a.Peer.String()), 9_999)
+		require.NoError(t, b.rdb.Set(context.Background(), strings.TrimSuffix(permitsKey(ap, "tokens", a.Peer.String()), "permits")+"value",
+			0, 2*time.Minute).Err())
+		calls := countScripts(b.rdb, name)
+		first := c.get("/a", HeaderCost, "5000")
+		require.Equal(t, http.StatusTooManyRequests, first.status)
+		retry, err := strconv.Atoi(first.header.Get("Retry-After"))
+		require.NoError(t, err)
+		sent := calls.Load()
+		for cost := 5001; cost < 5020; cost++ {
+			r := c.get("/a", HeaderCost, strconv.Itoa(cost))
+			require.Equal(t, http.StatusTooManyRequests, r.status)
+			later, err := strconv.Atoi(r.header.Get("Retry-After"))
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, later, retry, "never earlier than for fewer permits")
+		}
+		assert.Equal(t, sent, calls.Load(), "the denial cache answers a larger cost: no script call")
+	})
+
+	t.Run("a key of another type fails its own client alone", func(t *testing.T) {
+		t.Parallel()
+		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
+		ap, c := one(t, Limit{Name: "poison", Rate: perMinute(100), Keys: user, OnError: ErrorObserve})
+		cfg := ap.Prefix + "poison:" + keyfunc.Escape("mallory")
+		require.NoError(t, b.rdb.Set(context.Background(), cfg, "not a limiter's config", 0).Err())
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			statuses = map[string][]int{}
+		)
+		for _, u := range []string{"mallory", "alice", "bob", "carol"} {
+			for range 8 {
+				wg.Go(func() {
+					r := c.get("/a", HeaderUser, u)
+					mu.Lock()
+					statuses[u] = append(statuses[u], r.status)
+					mu.Unlock()
+				})
+			}
+		}
+		wg.Wait()
+		errs := drain(ap.Errors)
+		require.Len(t, errs, 8, "mallory's 8 requests, each reported")
+		for _, err := range errs {
+			assert.ErrorIs(t, err, core.ErrInvalidConfig)
+		}
+		for _, u := range []string{"mallory", "alice", "bob", "carol"} {
+			assert.Equal(t, repeat(http.StatusOK, 8), statuses[u], "%s: decided (mallory in memory, at the process's share)", u)
+		}
+		kind, err := b.rdb.Type(context.Background(), cfg).Result()
+		require.NoError(t, err)
+		assert.Equal(t, "string", kind, "the poisoned key is left as it was")
+	})
+
 	t.Run("user ids cannot collide with other users or policies", func(t *testing.T) {
 		t.Parallel()
 		user := []keyfunc.KeyFunc{keyfunc.User(a.UserKey)}
@@ -899,4 +1019,68 @@ func (r *Recorder) Transitions() []bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]bool(nil), r.transitions...)
+}
+
+// fill writes n grants of one permit, made within the last second, into the
+// log key.
+func fill(t *testing.T, rdb redis.UniversalClient, key string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	now, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	for start := 0; start < n; start += 1000 {
+		var zs []redis.Z
+		for i := start; i < min(start+1000, n); i++ {
+			m := make([]byte, 21)
+			m[0] = 0x10
+			binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
+			binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
+			binary.LittleEndian.PutUint32(m[17:], 1)
+			zs = append(zs, redis.Z{Score: float64(now.UnixMilli() - 1000 + int64(i)*1000/int64(n)), Member: string(m)})
+		}
+		require.NoError(t, rdb.ZAdd(ctx, key, zs...).Err())
+	}
+}
+
+// countScripts counts, from now on, the script calls rdb sends on the keys
+// of the limiter name: a hook on rdb, for the rest of the test binary.
+func countScripts(rdb redis.UniversalClient, name string) *atomic.Int64 {
+	h := &scriptCounter{name: name}
+	rdb.AddHook(h)
+	return &h.n
+}
+
+type scriptCounter struct {
+	name string
+	n    atomic.Int64
+}
+
+func (h *scriptCounter) count(cmd redis.Cmder) {
+	if n := cmd.Name(); n != "evalsha" && n != "eval" {
+		return
+	}
+	for _, arg := range cmd.Args() {
+		if s, ok := arg.(*string); ok && strings.Contains(*s, h.name) || arg == h.name {
+			h.n.Add(1)
+			return
+		}
+	}
+}
+
+func (*scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
 }

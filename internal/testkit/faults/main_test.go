@@ -61,7 +61,7 @@ const (
 // findLeaks reports the goroutines left running, waiting up to 3 s for
 // those that end on their own: go-redis's dial prober (pool.tryDial)
 // sleeps 1 s between dials and only then sees that its client was closed.
-// A policy's ledger writer is no leak: it ends by itself once the grants it
+// A Client's ledger writer is no leak: it ends by itself once the grants it
 // holds leave their window (a minute here), written or not.
 func findLeaks() error {
 	deadline := time.Now().Add(3 * time.Second)
@@ -74,7 +74,7 @@ func findLeaks() error {
 	}
 }
 
-var ledgerWriter = goleak.IgnoreAnyFunction("github.com/redlimit/redlimit/policy.(*Policy).flush")
+var ledgerWriter = goleak.IgnoreAnyFunction("github.com/redlimit/redlimit/core.(*ledger).write")
 
 // noLeaks fails t if goroutines are left running when t's cleanups are
 // done. Call it first in a test that does not run in parallel with

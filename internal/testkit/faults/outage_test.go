@@ -129,13 +129,18 @@ func TestKillAndRestart(t *testing.T) {
 					checkFailurePolicy(t, r, failClosed)
 				}
 			}
-			allowedDuring := 0
+			// Redis decides nothing during the outage: a call that got no
+			// answer in time before the Client knew Redis failed is decided
+			// in memory, at the process's share, and never more.
+			allowedDuring := map[string]int{}
 			for _, r := range outage {
 				if r.decided() && r.status == http.StatusOK {
-					allowedDuring++
+					allowedDuring[r.key]++
 				}
 			}
-			assert.Zero(t, allowedDuring, "nothing is granted without Redis (only cached denials are decided)")
+			for key, n := range allowedDuring {
+				assert.LessOrEqual(t, n, permits, "%s: granted in memory past its share", key)
+			}
 			assert.Equal(t, undecided, len(fails), "the error handler saw every failed decision")
 			for _, f := range fails {
 				assert.Error(t, f.err)
@@ -182,8 +187,10 @@ var networkFaults = []struct {
 }
 
 // TestUnresponsiveRedis makes Redis answer late, or not at all, for a
-// second under load: no request may be held past the decision timeout,
-// and fail open serves them. The go-redis client has ContextTimeoutEnabled,
+// second under load: no request may be held past the decision timeout, and
+// none is served without a decision: a call answered too late may be this
+// process's load, so it is decided in memory, even under fail open, until
+// the Client knows that Redis fails (no answer a second past the deadline). The go-redis client has ContextTimeoutEnabled,
 // without which it bounds reads by its own ReadTimeout (3 s) instead of the
 // context: see TestUnresponsiveRedisDefaultClient for that case.
 func TestUnresponsiveRedis(t *testing.T) {
@@ -194,7 +201,7 @@ func TestUnresponsiveRedis(t *testing.T) {
 			t.Logf("during the fault: %d requests, %d failed decisions, %d decided; longest %v, %v while the process ran (bound %v)",
 				m.n, m.failed, m.decided, m.longest, m.longestRan, bound)
 			assert.LessOrEqual(t, m.longestRan, bound, "a request was held past the decision timeout")
-			assert.Positive(t, m.failed)
+			assert.Positive(t, m.decided, "decided in memory while Redis is late")
 		})
 	}
 }
@@ -213,7 +220,7 @@ func TestUnresponsiveRedisDefaultClient(t *testing.T) {
 			t.Logf("during the fault: %d requests, %d failed decisions, %d decided; longest %v, %v while the process ran (bound %v)",
 				m.n, m.failed, m.decided, m.longest, m.longestRan, bound)
 			assert.LessOrEqual(t, m.longestRan, bound, "a request was held past the decision timeout")
-			assert.Positive(t, m.failed)
+			assert.Positive(t, m.decided, "decided in memory while Redis is late")
 		})
 	}
 }
