@@ -190,12 +190,13 @@ func TestAPoisonedKeyFailsAloneUnderLoad(t *testing.T) {
 	})
 }
 
-// A rate stored beyond the longest time.Duration (another client wrote it)
-// is an invalid config, not a wait that overflows into a busy loop.
+// A rate stored beyond the longest time.Duration, 292 years (another
+// client wrote it: 9.3e15 ms, 295 years), is an invalid config, not a wait
+// that overflows into a busy loop.
 func TestAStoredIntervalBeyondADurationIsInvalid(t *testing.T) {
 	run(t, func(t *testing.T, e *env) {
 		l := e.limiter(t)
-		require.NoError(t, e.rdb.HSet(bg, core.Keys(l)[0], "rate", "1", "interval", "10000000000000000", "type", "0").Err())
+		require.NoError(t, e.rdb.HSet(bg, core.Keys(l)[0], "rate", "1", "interval", "9300000000000000", "type", "0").Err())
 		_, err := l.TryAcquire(bg, 1)
 		assert.ErrorIs(t, err, core.ErrInvalidConfig)
 		ctx, cancel := context.WithTimeout(bg, time.Second)
@@ -238,4 +239,87 @@ func TestAFullRedisIsUnavailable(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrUnavailable)
 	assert.True(t, strings.Contains(err.Error(), "OOM"), err.Error())
 	assert.False(t, errors.Is(err, core.ErrInvalidConfig))
+}
+
+// BenchmarkHostileDenials measures what clients choosing their costs cost
+// Redis, on a redis-server of its own, with the local denial cache off (so
+// that every request reaches Redis): the script time per denial (Redis's
+// own clock, INFO commandstats) on a log of 10 000 grants, each with a new
+// cost; and the longest script call (SLOWLOG) when 128 denials with
+// distinct costs are decided at once, coalesced, on a log of 50 000.
+//
+//	go test -run '^$' -bench BenchmarkHostileDenials -benchtime 2000x ./core/
+func BenchmarkHostileDenials(b *testing.B) {
+	redistest.Need(b)
+	s, err := redistest.Start()
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Stop() })
+	rdb := s.Client(b)
+	c, err := core.New(rdb, core.WithDenialCache(0))
+	require.NoError(b, err)
+	scriptTime := func() (calls, usec int64) {
+		info, err := rdb.Info(bg, "commandstats").Result()
+		require.NoError(b, err)
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+				for _, f := range strings.Split(rest, ",") {
+					k, v, _ := strings.Cut(f, "=")
+					n, _ := strconv.ParseInt(v, 10, 64)
+					switch k {
+					case "calls":
+						calls = n
+					case "usec":
+						usec = n
+					}
+				}
+			}
+		}
+		return calls, usec
+	}
+
+	b.Run("one denial, log of 10 000", func(b *testing.B) {
+		r := core.PerMinute(10_000)
+		l := c.Limiter(uniqueName(b), core.WithRate(r))
+		fillLog(b, rdb, l, r, 10_000)
+		require.NoError(b, rdb.ConfigResetStat(bg).Err())
+		cost := int64(1000)
+		for b.Loop() {
+			res, err := l.TryAcquire(bg, cost)
+			if err != nil || res.Allowed {
+				b.Fatal(err, res.Allowed)
+			}
+			cost = cost%9000 + 1001 // a new cost each time
+		}
+		calls, usec := scriptTime()
+		b.ReportMetric(float64(usec)/float64(calls), "script-µs/denial")
+	})
+
+	b.Run("128 at once, log of 50 000", func(b *testing.B) {
+		r := core.PerMinute(50_000)
+		l := c.Limiter(uniqueName(b), core.WithRate(r))
+		fillLog(b, rdb, l, r, 50_000)
+		require.NoError(b, rdb.ConfigSet(bg, "slowlog-log-slower-than", "0").Err())
+		require.NoError(b, rdb.ConfigSet(bg, "slowlog-max-len", "100000").Err())
+		require.NoError(b, rdb.SlowLogReset(bg).Err())
+		for b.Loop() {
+			var wg sync.WaitGroup
+			for i := range 128 {
+				wg.Go(func() {
+					if _, err := l.TryAcquire(bg, int64(10_000+i)); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		entries, err := rdb.SlowLogGet(bg, -1).Result()
+		require.NoError(b, err)
+		var longest time.Duration
+		for _, e := range entries {
+			if len(e.Args) > 0 && strings.EqualFold(e.Args[0], "evalsha") {
+				longest = max(longest, e.Duration)
+			}
+		}
+		b.ReportMetric(float64(longest.Microseconds())/1000, "longest-script-ms")
+	})
 }

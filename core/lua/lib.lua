@@ -51,7 +51,7 @@ end
 -- DRAIN bounds the grants that left the window which one script call
 -- reads back into a limiter's counter, and HEAD the oldest grants a denial
 -- reads to find its retry time: a call's work does not grow with the log.
-local DRAIN, HEAD = 1000, 64
+local DRAIN, HEAD = 1000, 16
 
 -- load_state returns the permits available now: the counter vkey, with the
 -- permits of the log pkey's grants that left the window (score <= cutoff)
