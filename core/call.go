@@ -29,6 +29,17 @@ type call struct {
 	debts   []*op // a payment of what the limiter owes: its ops
 }
 
+// keys returns the keys, of its limiter's five, that cl's script takes:
+// those its limiter declares (see declared), but for the scripts that set
+// a rate or act on every key (SetRate, Expire, Delete...), which take all
+// five.
+func (cl *call) keys() []uint8 {
+	if cl.s.declared {
+		return cl.l.decl
+	}
+	return allKeys
+}
+
 // maxShared bounds the acquires that share one script call.
 const maxShared = 128
 
@@ -170,7 +181,11 @@ func sameRate(a, b *Limiter) bool {
 // Its arguments point into the calls and their limiters, which outlive it.
 func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd {
 	first := sc.groups[0][0]
-	n := 3 + 5*len(sc.groups) // the command, the script, the key count, the keys
+	nk := 0
+	for _, g := range sc.groups {
+		nk += len(g[0].keys())
+	}
+	n := 3 + nk // the command, the script, the key count, the keys
 	if first.s == scriptAcquire {
 		for _, g := range sc.groups {
 			n += 4 + 1 + 2*len(g) // the rate, the acquire count, each acquire
@@ -184,10 +199,12 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 	} else {
 		args = append(args, "evalsha", first.s.sha)
 	}
-	args = append(args, 5*len(sc.groups))
+	args = append(args, nk)
 	for _, g := range sc.groups {
 		l := g[0].l
-		args = append(args, &l.keys[0], &l.keys[1], &l.keys[2], &l.keys[3], &l.keys[4])
+		for _, k := range g[0].keys() {
+			args = append(args, &l.keys[k])
+		}
 	}
 	if first.s != scriptAcquire {
 		return redis.NewIntSliceCmd(ctx, append(args, first.args...)...)

@@ -17,6 +17,7 @@ type Limiter struct {
 	c       *Client
 	name    string
 	keys    [5]string     // config, value, value:<id>, permits, permits:<id>
+	decl    []uint8       // the keys its decisions declare (see declared)
 	err     error         // a bad name or option, returned by every call
 	coded   *codedRate    // the rate given with WithRate, or nil
 	timeout time.Duration // bound of each round trip, when > 0
@@ -97,7 +98,32 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 			return l
 		}
 	}
+	l.decl = declared(l.coded)
 	return l
+}
+
+// The keys, of the five, that a limiter's decisions declare to their
+// scripts: every key they may touch, and no other, so that a Redis Cluster
+// moving the limiter's slot answers with the keys where they are, not
+// TRYAGAIN for keys a script never uses. A rate given in code declares its
+// own type's three; a rate stored in Redis, whose type a script reads, all
+// five.
+var (
+	overallKeys   = []uint8{0, 1, 3}
+	perClientKeys = []uint8{0, 2, 4}
+	allKeys       = []uint8{0, 1, 2, 3, 4}
+)
+
+// declared returns the keys a limiter of rate coded (nil: stored)
+// declares.
+func declared(coded *codedRate) []uint8 {
+	switch {
+	case coded == nil:
+		return allKeys
+	case coded.rate.Type == PerClient:
+		return perClientKeys
+	}
+	return overallKeys
 }
 
 // Name returns the limiter's name in Redis: the Client's key prefix and the

@@ -14,11 +14,14 @@ type script struct {
 	name string
 	sha  string
 	src  string
+	// declared: it takes the keys its limiter declares (three for a rate
+	// given in code), not all five.
+	declared bool
 }
 
-func newScript(name, src string) *script {
+func newScript(name, src string, declared bool) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{name: name, sha: hex.EncodeToString(sum[:]), src: src}
+	return &script{name: name, sha: hex.EncodeToString(sum[:]), src: src, declared: declared}
 }
 
 var (
@@ -43,15 +46,15 @@ var (
 	//go:embed lua/charge.lua
 	luaCharge string
 
-	scriptAcquire    = newScript("acquire", luaLib+luaAcquire)
-	scriptAvailable  = newScript("available", luaLib+luaAvailable)
-	scriptRelease    = newScript("release", luaLib+luaRelease)
-	scriptTrySetRate = newScript("try set rate", luaLib+luaTrySetRate)
-	scriptSetRate    = newScript("set rate", luaLib+luaSetRate)
-	scriptConfig     = newScript("config", luaLib+luaConfig)
-	scriptCharge     = newScript("charge", luaLib+luaCharge)
-	scriptExpire     = newScript("expire", luaExpire)
-	scriptDelete     = newScript("delete", luaDelete)
+	scriptAcquire    = newScript("acquire", luaLib+luaAcquire, true)
+	scriptAvailable  = newScript("available", luaLib+luaAvailable, true)
+	scriptRelease    = newScript("release", luaLib+luaRelease, true)
+	scriptCharge     = newScript("charge", luaLib+luaCharge, true)
+	scriptTrySetRate = newScript("try set rate", luaLib+luaTrySetRate, false)
+	scriptSetRate    = newScript("set rate", luaLib+luaSetRate, false)
+	scriptConfig     = newScript("config", luaLib+luaConfig, false)
+	scriptExpire     = newScript("expire", luaExpire, false)
+	scriptDelete     = newScript("delete", luaDelete, false)
 )
 
 // scripts are all of them, for Client.Check.

@@ -1,7 +1,8 @@
 -- acquire.lua: decides acquires on one or more limiters, in the order given,
 -- each exactly as if it were a call of its own. Prepended with lib.lua.
 --
--- KEYS: five per limiter (see lib.lua). ARGV, per limiter: the rate given in
+-- KEYS: five per limiter of a stored rate, three per limiter of a rate
+-- given in code (see state_keys in lib.lua). ARGV, per limiter: the rate given in
 -- code (rate, interval ms, type, keepAlive ms) or four empty strings for the
 -- rate stored in the config hash; the number of its acquires; then each
 -- acquire's permits and log member.
@@ -46,8 +47,9 @@ local a, o = 1, 0
 while a <= #ARGV do
   local m = ARGV[a + 4] == '1' and 1 or tonumber(ARGV[a + 4])
   local after = a + 5 + 2 * m
+  local coded = ARGV[a] ~= ''
+  local n_keys = coded and 3 or 5 -- see state_keys
   repeat
-    local coded = ARGV[a] ~= ''
     -- bad: a key of the limiter holds another type of value. Its acquires
     -- are answered so, and nothing is written for it.
     local bad = false
@@ -79,12 +81,12 @@ while a <= #ARGV do
       rate, interval, typ, keep = new[1], new[2], new[3], ARGV[a + 3]
       local old, status = L.parse_config(c)
       if status == L.NOT_INITIALIZED then
-        local vkey, pkey = state_keys(o, typ)
+        local vkey, pkey = state_keys(o, typ, n_keys)
         fresh = redis.call('EXISTS', vkey, pkey) == 0
         rebuild = not fresh
         new_config = new
       else
-        bad = not L.change_config(o, old, new, true, now)
+        bad = not L.change_config(o, old, new, true, now, n_keys)
       end
       config_written = true
     else
@@ -101,7 +103,7 @@ while a <= #ARGV do
       k = k + 5
     end
 
-    local vkey, pkey = state_keys(o, typ or '0')
+    local vkey, pkey = state_keys(o, typ or '0', n_keys)
     -- v: the permits available now. ttl: the log's TTL (-2: no log, -1: none).
     -- stale: grants that left the window remain in the log (see load_state).
     local v, rewrite, ttl, released, stale = rate, true, -2, 0, false
@@ -259,6 +261,6 @@ while a <= #ARGV do
       L.save_state(vkey, pkey, v, keep)
     end
   until true
-  a, o = after, o + 5
+  a, o = after, o + n_keys
 end
 return out

@@ -11,7 +11,7 @@ elseif status ~= L.OK then
 end
 
 local rate, cutoff = cfg[1], now - cfg[2]
-local vkey, pkey = state_keys(0, cfg[3])
+local vkey, pkey = state_keys(0, cfg[3], #KEYS)
 local live = function()
   return sum_permits(redis.call('ZRANGEBYSCORE', pkey, '(' .. L.fmt(cutoff), '+inf'))
 end

@@ -27,7 +27,7 @@ elseif status ~= L.OK then
   return { status }
 end
 
-local vkey, pkey = state_keys(0, cfg[3])
+local vkey, pkey = state_keys(0, cfg[3], #KEYS)
 local cutoff = now - cfg[2]
 local v, rewrite = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
 if not v then

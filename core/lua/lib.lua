@@ -4,10 +4,13 @@
 -- which a script calls on the paths that need them, so a decision does not
 -- pay for closures it does not use.
 --
--- Keys: five per limiter (all in one Cluster hash slot), after an offset o
--- (0 for the first limiter of a call, 5 for the second, and so on):
+-- Keys, per limiter (all in one Cluster hash slot), after an offset o: for a
+-- rate stored in Redis, five:
 --   KEYS[o+1] config hash   KEYS[o+2] value   KEYS[o+3] value:<client>
 --   KEYS[o+4] permits zset  KEYS[o+5] permits:<client>
+-- and for a rate given in code, three, those of its own type:
+--   KEYS[o+1] config hash   KEYS[o+2] value (or value:<client>)
+--   KEYS[o+3] permits (or permits:<client>)
 
 -- now is the Redis server clock in whole milliseconds, read once at the start
 -- of every script call: the only clock the scripts read. (A value, not a
@@ -39,10 +42,15 @@ local function sum_permits(members)
   return sum
 end
 
--- state_keys returns the counter and log keys, after offset o, of a rate
--- type ('0' Overall, '1' PerClient: this client's own).
-local function state_keys(o, typ)
-  if typ == '1' then
+-- state_keys returns the counter and log keys of a rate type ('0' Overall,
+-- '1' PerClient: this client's own) of the limiter whose n keys follow
+-- offset o: five, or three for a rate given in code, whose script declares
+-- only the keys of its own type (config, counter, log), as a Redis Cluster
+-- wants every key a script declares to be one it touches.
+local function state_keys(o, typ, n)
+  if n == 3 then
+    return KEYS[o + 2], KEYS[o + 3]
+  elseif typ == '1' then
     return KEYS[o + 3], KEYS[o + 5]
   end
   return KEYS[o + 2], KEYS[o + 4]
@@ -189,18 +197,24 @@ local function lib()
   end
 
   -- change_config replaces old (a config, or nil: none or an invalid one)
-  -- with new. With keep and the same type the history stays: value = rate -
+  -- with new, on the limiter whose n keys follow offset o. With keep and the same type the history stays: value = rate -
   -- used in the new window, below zero when more is used than the new rate. Otherwise this client's state of
   -- both types is cleared.
   -- It returns false, having written nothing, when a state key holds
   -- another type of value.
-  local function change_config(o, old, new, keep, now)
+  local function change_config(o, old, new, keep, now, n)
     if not keep or not old or old[3] ~= new[3] then
-      redis.call('DEL', KEYS[o + 1], KEYS[o + 2], KEYS[o + 3], KEYS[o + 4], KEYS[o + 5])
+      -- The state of the keys declared: with three, of the new type only
+      -- (the other type's expires with its TTL).
+      if n == 3 then
+        redis.call('DEL', KEYS[o + 1], KEYS[o + 2], KEYS[o + 3])
+      else
+        redis.call('DEL', KEYS[o + 1], KEYS[o + 2], KEYS[o + 3], KEYS[o + 4], KEYS[o + 5])
+      end
       write_config(o, new)
       return true
     end
-    local vkey, pkey = state_keys(o, new[3])
+    local vkey, pkey = state_keys(o, new[3], n)
     local v = load_state(vkey, pkey, new[1], now - new[2], true)
     if not v then
       return false

@@ -13,7 +13,7 @@ elseif status ~= L.OK then
   return { status }
 end
 
-local vkey, pkey = state_keys(0, cfg[3])
+local vkey, pkey = state_keys(0, cfg[3], #KEYS)
 local v = load_state(vkey, pkey, cfg[1], now - cfg[2], false)
 if not v then
   return { L.INVALID_CONFIG }

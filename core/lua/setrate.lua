@@ -8,7 +8,7 @@ local L = lib()
 if ARGV[5] == 'update' and redis.call('EXISTS', KEYS[1]) == 0 then
   return { L.OK, 0 }
 end
-if not L.change_config(0, (L.read_config(0)), L.argv_config(1), ARGV[5] == 'update', now) then
+if not L.change_config(0, (L.read_config(0)), L.argv_config(1), ARGV[5] == 'update', now, #KEYS) then
   return { L.INVALID_CONFIG } -- a state key of another type
 end
 return { L.OK, 1 }
