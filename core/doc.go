@@ -9,9 +9,10 @@
 // at time T counts against the limit while now - Interval < T and comes back
 // at T + Interval. Each decision is one Lua script, one round trip: it moves
 // the permits that left the window back into a counter, then either grants
-// (recording the grant in a log) or reports the exact time until the
-// requested permits will be back, found by walking the log oldest first.
-// Time is Redis server TIME, never the caller's clock.
+// (recording the grant in a log) or reports when the requested permits will
+// be back, read from the oldest grants of the log: never early, and exact
+// but in the case that Cost describes. Time is Redis server TIME, never the
+// caller's clock.
 //
 // # Redis layout
 //
@@ -32,7 +33,8 @@
 //
 // Where Redisson is wrong, this package is right, on the same keys:
 //   - decisions use Redis TIME, so client clocks cannot skew the window;
-//   - the retry time is exact, not "oldest entry + 3 ms";
+//   - the retry time is when the permits come back, never early, not
+//     "oldest entry + 3 ms";
 //   - Release removes the grants it gives back, so they are not credited
 //     again when they would have expired, and the counter never exceeds
 //     the rate;
@@ -40,7 +42,9 @@
 //     TTL, else one interval for the state keys), so no key is left behind;
 //   - a missing or stale counter is rebuilt from the log instead of being
 //     reset to the full rate, and an empty log never makes a script fail;
-//   - permits below 1, zero intervals and garbage in Redis are typed errors;
+//   - permits below 1, zero intervals and garbage in Redis are typed errors:
+//     a key of another type, or a stored interval beyond the longest
+//     time.Duration, is ErrInvalidConfig for that limiter alone;
 //   - a resent acquire (after a lost reply) never consumes twice while its
 //     first grant is in the window (see Idempotency);
 //   - a rate given in code (WithRate) is created or updated inside the
@@ -56,22 +60,37 @@
 // finds its member in the log and reports the grant without taking the
 // permits again. The log remembers a grant only while it is in the window:
 // a resend that reaches Redis one Interval or more after the first grant
-// takes the permits again. Release is not idempotent; Refund, Settle and
-// Charge are, within the window: each names the grant it acts on.
+// takes the permits again. Release is not idempotent; Refund (a Settle to
+// 0 permits), Settle and Charge are, within the window: each names the
+// grant it acts on, so what the Client keeps for Redis and sends again (see
+// Settling and debts) is made once.
 //
 // # Settling and debts
 //
 // Limiter.Settle changes a grant to the permits the work it paid for really
 // took (the tokens of a completion, the bytes of an export), once, keeping
 // the grant's time: fewer give the difference back, more charge it, even
-// past the rate. Limiter.Charge writes into the log grants made without
-// Redis, such as a local fallback's while Redis could not decide, each at
-// the time of the failed call that returned it in Result.Grant, past the
-// rate if need be; a grant already in the log (the call's script ran after
-// all) counts once. A window over its rate is a debt: acquires are denied,
-// with 0 remaining and the exact retry time, until the grants that make it
-// leave the window, one Interval after their time at most. A Redisson
-// client sees a debt as negative available permits, and is denied too.
+// past the rate. Limiter.Charge records grants made without Redis, such as
+// a local fallback's while Redis could not decide: each is the Grant that a
+// failed call returned in its Result, and is written into the log at the
+// time of that call, past the rate if need be; a grant already in the log
+// (the call's script ran after all) counts once. A window over its rate is
+// a debt: acquires are denied, with 0 remaining and a retry time never
+// early, until the grants that make it leave the window, one Interval after
+// their time at most. A Redisson client sees a debt as negative available
+// permits, and is denied too.
+//
+// Charge does no I/O. The Client keeps what it owes Redis in a ledger: the
+// charges, the refunds and settles it could not make (Redis failed or
+// answered too late, or the call was not sent), and the refunds of grants
+// whose acquire got no answer, which wait min(2 s, half the window) so
+// that they come after a script that runs late. A limiter's next call pays
+// what it owes first, in the same round trip, so the first request after
+// an outage is still one round trip; the Client's own writer goroutine
+// pays what no call takes within about 100 ms, and, while Redis fails,
+// once a second, as its probe. The ledger keeps at most 100 000 changes,
+// the oldest dropped first, and drops a change once its grant's window has
+// passed, when it no longer counts.
 //
 // # When Redis fails
 //
@@ -87,17 +106,29 @@
 //     the next ones go on after their callers return, waiting up to a
 //     second for Redis's answer: an answer late for its caller tells that
 //     Redis is well and this process was busy, and none, that it fails;
-//   - ErrUnavailable: Redis is failing. A round trip failed (a network
-//     error, no answer that second, or Redis refusing to decide: a
-//     read-only replica, loading, authentication or permission refused,
-//     scripting disabled), and its calls got its error. From then on the
+//   - ErrUnavailable: Redis is failing. A round trip failed as a whole (a
+//     network error, or Redis refusing to decide: a read-only replica,
+//     loading, authentication or permission refused, memory full (OOM),
+//     scripting disabled), and its calls got an error wrapping
+//     ErrUnavailable at once; or it got no answer in time while a dial to
+//     its Redis was refused (seen by a go-redis dial hook on single-node
+//     and Sentinel clients, or by a dial of the Client's own, at most every
+//     100 ms), which is Redis failing from that first call; or it got no
+//     answer a second past its callers' deadlines, and Redis answered
+//     nothing else within another second. From then on the
 //     Client (on a Redis Cluster, per hash slot) fails calls at once with
 //     ErrUnavailable, but for probes: the next call is sent at once, then
 //     one a second; the first that Redis answers ends it.
 //
+// An error of one limiter's keys is no failure of Redis's: a key of
+// another type under its name, or a stored rate that is not valid, fails
+// that limiter's callers with ErrInvalidConfig, and the limiters decided in
+// the same round trip are decided as usual.
+//
 // A failed TryAcquire returns, in Result.Grant, the grant it asked for: a
-// caller that grants the permits by other means passes it to Charge once
-// Redis answers again, so that Redis counts them, once.
+// caller that grants the permits by other means passes it to Charge, and
+// the Client writes it once Redis answers again, so that Redis counts
+// those permits, once.
 //
 // Client.Check, called at start, reports what keeps Redis from deciding,
 // and what to do: Redis unreachable, a password required or refused, a
@@ -109,7 +140,7 @@
 //
 // A decision is one round trip. On the allowed path of a limiter with a
 // rate in code, the script runs seven Redis commands (HMGET, TIME,
-// ZRANGEBYSCORE, GET, PTTL, ZADD and DECRBY, plus ZREMRANGEBYSCORE when
+// ZRANGEBYSCORE, GET, PTTL, ZADD and DECRBY, plus ZREMRANGEBYRANK when
 // grants left the window), whatever the rate: it reads the counter before
 // writing, so that a denial writes nothing unless it changes the state (a
 // grant that left the window, a counter rebuilt). A grant renews the keys'
@@ -118,10 +149,25 @@
 // is full again, as if new) and at most KeepAlive past the last one. The
 // first decision of a new limiter is one round trip too.
 //
+// A decision's work does not grow with the log. A call gives back at most
+// 1 000 grants that left the window, the rest on later calls (a denial
+// meanwhile says to retry in 1 ms). A denial reads the oldest 16 grants,
+// once per limiter and script call, and, when they do not hold the permits
+// it needs, the one grant at the rank where those would be back if every
+// later grant held one permit: every grant holds at least one, so its
+// retry time is never early. It is exact when the permits come back within
+// those 16 grants or the grants hold one permit each, and otherwise no
+// later than the time until the grant at rank need-1 (the oldest being
+// rank 0, need the permits missing) leaves the window.
+//
 // Two things keep Redis out of the way:
-//   - the local denial cache (WithDenialCache): a request denied by Redis is
-//     denied again from memory, with no round trip, until the exact time
-//     Redis gave, so an abusive client costs Redis nothing;
+//   - the local denial cache (WithDenialCache, DefaultDenialCache limiters,
+//     the least recently used going first): a request denied by Redis is
+//     denied again from memory (Result.Cached), with no round trip, until
+//     the time Redis gave, and so is a request for more permits on the
+//     limiter at the same rate, told to retry when every permit is back; a
+//     request at another rate asks Redis. An abusive client costs Redis
+//     nothing, whatever the permits it asks for;
 //   - coalescing (WithCoalescing): when all round trips in flight are busy,
 //     concurrent decisions share the next one as a pipeline, and the
 //     acquires on one limiter among them share one script call, which reads

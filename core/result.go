@@ -12,8 +12,13 @@ type Result struct {
 	Allowed bool
 	// Remaining is the number of permits available after this call.
 	Remaining int64
-	// RetryAfter is zero when Allowed; otherwise the exact time until the
-	// requested permits will be available (unless others take them first).
+	// RetryAfter is zero when Allowed; otherwise the time until the
+	// requested permits will be available (unless others take them first),
+	// never early. It is exact but in two cases: when the permits come back
+	// only after the log's oldest 16 grants and some grants hold several
+	// permits (see the package's Cost), and when the local denial cache
+	// answers a request for more permits than Redis denied, with the time
+	// until every permit is back.
 	RetryAfter time.Duration
 	// ResetAfter is the time until every permit issued so far has come back
 	// and the limiter is full again.

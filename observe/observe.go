@@ -91,9 +91,10 @@ type Decision struct {
 	// failed (the policy decided all the same, by its rules), or both.
 	Err error
 	// RedisFailed reports whether Redis was to decide and could not: it
-	// failed, answered too late, or the call waited in this process too
-	// long (the fallback's outcomes, Shed, and ErrorServed or
-	// ErrorRejected of fail open or closed).
+	// failed, answered too late, or could not use the limiter's keys (a key
+	// of another type), or the call waited in this process too long. Its
+	// outcomes are the fallback's, Shed, and ErrorServed or ErrorRejected
+	// of fail open or closed.
 	RedisFailed bool
 }
 

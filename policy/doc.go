@@ -26,10 +26,11 @@
 //
 // # Nothing turns limiting off by accident
 //
-// Only WithFailOpen, when Redis fails, serves a request without a
-// decision. Every other failure has a safe answer, and its error is
-// reported (Decision.Err, which adapters pass to their error handler or
-// log with LogError, and the observer):
+// Only WithFailOpen, when Redis fails, and WithMissingKeyServe, which you
+// choose, serve a request without a decision; a busy process never does.
+// Every other failure has a safe answer, and its error is reported
+// (Decision.Err, which adapters pass to their error handler or log with
+// LogError, or the policy's logger, WithLogger; and the observer):
 //
 //   - a key function that finds no key (an error wrapping keyfunc.ErrNoKey,
 //     or an empty key), fails, or cannot know the route
@@ -38,18 +39,24 @@
 //     limiter "<name>::ip:<address>", which no key can reach
 //     (WithMissingKeyIP); WithMissingKeyDeny answers 403 instead, and
 //     WithMissingKeyServe serves such requests without a limit;
-//   - a rate function that fails or returns an invalid rate: the policy's
-//     own rate;
+//   - a rate function that fails, returns an invalid rate, or returns a
+//     rate of another interval or type than the policy's (which would
+//     change the limiter's window and erase its history: a rate function
+//     chooses the permits only): the policy's own rate;
 //   - a cost function that fails or returns a cost below 1: 400, the
 //     client's mistake; a cost above the rate: 413, since the request
-//     could never be served.
+//     could never be served;
+//   - an error of the limiter's keys in Redis, which is not Redis failing
+//     (a key of another type under the limiter's name, core.ErrInvalidConfig),
+//     or any other such error: decided in memory at the process's share,
+//     under every failure policy.
 //
 // # Wait mode
 //
 // With WithWait, a request over the limit waits for a permit, but only when
-// the exact time until the permit comes back fits in both the maximum wait
-// and what is left of the request's own deadline; otherwise it is rejected
-// at once. Waiters on one key take turns, first come first served, and a
+// the time until the permit comes back fits in both the maximum wait and
+// what is left of the request's own deadline; otherwise it is rejected at
+// once. Waiters on one key take turns, first come first served, and a
 // request joins only when its turn can come in time, counting the permits
 // the waiters ahead of it need at the rate. A client that goes away ends
 // its wait. At most WithMaxWaiters requests wait at once in one policy, and
@@ -60,31 +67,31 @@
 // Each Redis round trip has a timeout (100 ms by default). When Redis is
 // down or slow, by default (WithFailLocal) each process decides in memory,
 // at its share of the rate, with the same keys, headers and 429s;
-// WithFailOpen serves requests; WithFailClosed answers 503. No decision
-// hangs a request, and no error text reaches a response.
+// WithFailOpen serves requests while Redis fails; WithFailClosed answers
+// 503. No decision hangs a request, and no error text reaches a response.
 //
 // The local fallback starts, once (the observer's Fallback and one log
 // line), when the core says that Redis fails (core.ErrUnavailable): from
 // then on the core.Client fails calls at once but for its probes, one a
 // second. It ends with the first answer Redis gives to a call sent after
 // the last failure; a denial from the core's local denial cache is no
-// answer of Redis's. What the fallback granted goes into a ledger, and from
-// there into the limiter's log in Redis (core.Limiter.Charge), each grant at
-// its own time, even past the rate (a debt that later requests pay by
-// waiting): a limiter's grants before its first decision once Redis
-// answers, the rest from a goroutine that ends when the ledger is empty.
-// Refunds and settles that could not be sent wait there too, and go when
-// Redis can take them. Entries are dropped once their window has passed,
-// and a policy keeps at most 100 000.
+// answer of Redis's. What the fallback granted is charged to the core
+// (core.Limiter.Charge, which does no I/O): the Client writes each grant
+// into the limiter's log in Redis at its own time, even past the rate (a
+// debt that later requests pay by waiting), with the limiter's first call
+// once Redis answers, in the same round trip, or from a goroutine of its
+// own. Refunds and settles that could not be made are kept by the Client
+// the same way, and made when Redis can take them (see core's Settling and
+// debts).
 //
 // This process's own load is no Redis failure, and does not start the
 // fallback: a call that was never sent (core.ErrOverloaded) is decided in
 // memory, or, under fail open or closed, shed with a 429; a call sent and
-// answered too late for its request is decided by the failure policy
-// under its own grant, so that its script, should it run late, and a local
-// grant count once, and a request refused meanwhile leaves a refund of it.
-// In wait mode, a request in either case asks again within its maximum
-// wait.
+// answered too late for its request is decided in memory under its own
+// grant, under fail open too (under fail closed it gets a 503), so that
+// its script, should it run late, and a local grant count once, and a
+// request refused meanwhile gives that grant back. In wait mode, a request
+// in either case asks again within its maximum wait.
 //
 // # Settling the real cost
 //
@@ -96,21 +103,26 @@
 // difference, even past the rate, a debt that the client's next requests
 // pay by waiting. A request given back by a refund rule or a later limit's
 // refusal is not settled. The headers, sent before the handler ran, show
-// the reservation.
+// the reservation. Settle returns an error wrapping core.ErrInvalidPermits
+// for a count below 0 or above core.MaxPermits, and changes nothing.
 //
 // # The limits of one request
 //
 // Several policies may limit one request (a global limit and a route's).
 // The first one applied to a request keeps what they share in the
-// request's context: once a round trip to Redis failed, or got no answer in
-// time, the later ones decide without waiting for Redis again (but for a
-// late answer, in wait mode), so the request answers within one timeout; when a later one refuses the request, the earlier ones give
-// their grants back (Decision.Done), so it takes nothing from them; and the
-// response carries every policy's RateLimit item and the X-RateLimit-*
-// headers of the policy that refused it, or else of the one with the fewest
-// permits left. Done also gives a grant back when the response status
-// matches WithRefund, and otherwise settles it to the cost reported with
-// Settle, if any.
+// request's context. Once a round trip to Redis got no answer in time, the
+// later ones that do not wait are held to the deadline it missed, so they
+// decide without Redis and the request answers within one timeout (once
+// Redis is known to fail, the core fails their calls at once, but for its
+// probe). When a later one refuses the request, the earlier ones give
+// their grants back (Decision.Done), so it takes nothing from them: each
+// such request costs an earlier limiter a script call to take its grant
+// and one to give it back. The response carries every policy's RateLimit
+// item and the X-RateLimit-* headers of the policy that refused it, or
+// else of the one with the fewest permits left; ResultFrom gives that
+// decision to a deny handler and to the handler of a request served. Done
+// also gives a grant back when the response status matches WithRefund,
+// and otherwise settles it to the cost reported with Settle, if any.
 //
 // # Headers
 //

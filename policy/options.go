@@ -211,15 +211,21 @@ func WithFailLocal(instances int) Option {
 	return func(s *settings) { s.failure, s.instances = failLocal, instances }
 }
 
-// WithFailOpen serves requests that Redis cannot decide, and reports the
-// error: an outage turns limiting off. It is the only way a request is
-// served without a decision.
+// WithFailOpen serves requests while Redis fails (core.ErrUnavailable),
+// and reports the error: an outage turns limiting off. A busy process does
+// not: a call this process could not get answered in time is decided in
+// memory at its share of the rate, and one it never sent is shed with a
+// 429. An error that is not Redis failing (a key of another type under the
+// limiter's name) is decided in memory too.
 func WithFailOpen() Option {
 	return func(s *settings) { s.failure = failOpen }
 }
 
 // WithFailClosed answers 503, with Retry-After: 1, to requests that Redis
-// cannot decide, and reports the error.
+// cannot decide, because it fails or answered too late, and reports the
+// error. A call this process never sent is shed with a 429, and an error
+// that is not Redis failing (a key of another type under the limiter's
+// name) is decided in memory at the process's share.
 func WithFailClosed() Option {
 	return func(s *settings) { s.failure = failClosed }
 }

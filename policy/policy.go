@@ -150,10 +150,12 @@ type Decision struct {
 	// could not decide.
 	Result core.Result
 	// Err is what the adapter reports to its error handler, or logs with
-	// LogError: why Redis could not decide (under fail open or closed), or
-	// why a key, rate or cost function failed. The request is decided all
-	// the same, by the rules that Status follows. Err never reaches a
-	// response.
+	// LogError: why Redis could not decide (when it fails, under fail open
+	// or closed; when it answered too late, under fail closed; under every
+	// failure policy when the error is not Redis failing, such as a key of
+	// another type under the limiter's name), or why a key, rate or cost
+	// function failed. The request is decided all the same, by the rules
+	// that Status follows. Err never reaches a response.
 	Err error
 
 	p        *Policy
@@ -175,9 +177,9 @@ type Decision struct {
 // Body (or with its deny handler, for a 429); otherwise it serves the
 // request and calls Done. It reports Err, when not nil, to its error
 // handler. When several policies limit one request, they share what they
-// must through the request's context: the later ones decide without Redis
-// once a round trip failed, and the earlier ones give their grants back
-// when a later one refuses.
+// must through the request's context: the later ones that do not wait
+// decide without Redis once a round trip got no answer in time, and the
+// earlier ones give their grants back when a later one refuses.
 func (p *Policy) Decide(x Exchange) Decision {
 	var start time.Time
 	if p.observer != nil {
