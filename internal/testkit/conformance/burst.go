@@ -168,8 +168,14 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 				allowed := 1 + 1
 				assert.LessOrEqual(t, most, allowed, "%s: %d login grants in one window", ip, most)
 				if failure == FailOpen {
+					// Served without a grant in the log: the requests served
+					// because Redis failed, each reported, and the local
+					// fallback's grants (at most one per window of the
+					// burst) that this process, too busy, could not write
+					// before their window passed, when they no longer count.
+					windows := int(elapsed/burstInterval) + 2
 					beyond := served[ip] - len(at)
-					assert.LessOrEqual(t, beyond, errorsOf[ip+":4000"], "%s: %d served beyond its %d grants (%d errors reported)",
+					assert.LessOrEqual(t, beyond, errorsOf[ip+":4000"]+windows, "%s: %d served beyond its %d grants (%d errors reported)",
 						ip, beyond, len(at), errorsOf[ip+":4000"])
 				}
 			}
