@@ -37,7 +37,7 @@ type batcher struct {
 	mu       sync.Mutex
 	busy     int       // round trips in flight
 	queue    []*waiter // calls waiting for a round trip
-	health
+	node     atomic.Pointer[node] // the Redis it sends to, and its health
 }
 
 // maxBatch bounds the calls of one pipeline.
@@ -50,7 +50,6 @@ type waiter struct {
 	done     chan struct{} // signalled once, when cl has its reply
 	gone     bool          // the caller stopped waiting (its context ended)
 	sent     bool          // a round trip took it
-	probe    bool          // sent while Redis is failing, to see if it answers
 	queued   int64         // unix nanos when it queued
 }
 
@@ -59,12 +58,12 @@ type waiter struct {
 // first (wrapped in ErrOverloaded if cl was never sent), ErrUnavailable
 // while Redis is failing. It reports whether cl was sent.
 func (b *batcher) do(ctx context.Context, cl *call) (bool, error) {
-	probe, ok := b.admit()
-	if !ok {
-		return false, *b.failErr.Load()
+	n := b.node.Load()
+	if err := n.admit(); err != nil {
+		return false, err
 	}
 	dl, hasDeadline := ctx.Deadline()
-	direct := !hasDeadline || b.c.ctxIO && !b.suspect.Load()
+	direct := !hasDeadline || b.c.ctxIO && !n.suspect.Load()
 	b.mu.Lock()
 	free := b.max == 0 || b.busy < b.max
 	if free && direct {
@@ -77,7 +76,7 @@ func (b *batcher) do(ctx context.Context, cl *call) (bool, error) {
 	}
 	// Not pooled: a channel made inside a testing/synctest bubble must not
 	// be used outside it, and users' tests may run this in bubbles.
-	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1), probe: probe, queued: time.Now().UnixNano()}
+	w := &waiter{cl: cl, deadline: dl, done: make(chan struct{}, 1), queued: time.Now().UnixNano()}
 	switch {
 	case free:
 		b.busy++
@@ -106,19 +105,16 @@ func (b *batcher) do(ctx context.Context, cl *call) (bool, error) {
 		w.gone = true
 		sent := w.sent
 		b.mu.Unlock()
-		if !sent && b.lastOK.Load() > w.queued {
+		if !sent && n.lastOK.Load() > w.queued {
 			// Redis answered round trips while it waited: this process
 			// was busy, not Redis slow or down (round trips that failed
 			// meanwhile tell nothing of this process).
 			return false, fmt.Errorf("%w: its deadline came while it waited behind this process's round trips: %w", ErrOverloaded, ctx.Err())
 		}
-		queued := time.Unix(0, w.queued)
-		if dialErr := b.deadDial(cl.l, queued); sent && dialErr != nil {
+		if dialErr := b.deadDial(cl.l, time.Unix(0, w.queued)); sent && dialErr != nil {
 			// Its round trip waits for a Redis that refused, or could
 			// not be reached: Redis fails, from this call on.
-			e := fmt.Errorf("%w: %w: %w", ErrUnavailable, ctx.Err(), dialErr)
-			b.fail(e, queued, time.Now())
-			return true, e
+			return true, n.fail(fmt.Errorf("%w: %w", ctx.Err(), dialErr), cl.l, time.Now())
 		}
 		return sent, ctx.Err()
 	}
@@ -159,14 +155,14 @@ func (b *batcher) take() []*waiter {
 
 // run sends batch as one round trip, wakes its callers, and goes on with
 // whatever queued meanwhile. While Redis is failing, the calls of a batch
-// fail at once, but for probes.
+// fail at once.
 func (b *batcher) run(batch []*waiter) {
 	for len(batch) > 0 {
 		calls := make([]*call, 0, len(batch))
-		failing := b.failing.Load()
+		failed := b.node.Load().admit()
 		for _, w := range batch {
-			if failing && !w.probe {
-				w.cl.err = *b.failErr.Load()
+			if failed != nil {
+				w.cl.err = failed
 				continue
 			}
 			calls = append(calls, w.cl)
@@ -234,6 +230,10 @@ func (c *Client) batcherFor(l *Limiter) *batcher {
 		return b
 	}
 	b := &batcher{c: c, max: c.slots.max, maxQueue: c.batch.maxQueue}
+	ctx, cancel := context.WithTimeout(context.Background(), probeDialTimeout)
+	_, addr := c.addrOf(ctx, l)
+	cancel()
+	b.node.Store(c.nodeAt(addr))
 	if p.CompareAndSwap(nil, b) {
 		return b
 	}
@@ -248,4 +248,23 @@ func (c *Client) clusterSetup() {
 	}
 	c.reload = rc.ReloadState
 	c.slots = &slotBatchers{max: c.batch.max}
+}
+
+// follow keeps b on the node that serves l's keys: on a Cluster, after a
+// round trip, the master the slot map names for them. When it changed (a
+// replica was promoted, the slot moved), the grants this Client made on
+// the slot in their window are written into the new master (see recent).
+func (b *batcher) follow(l *Limiter) {
+	if b.c.slots == nil {
+		return
+	}
+	_, addr := b.c.addrOf(context.Background(), l)
+	cur := b.node.Load()
+	if addr == "" || addr == cur.addr {
+		return
+	}
+	b.node.Store(b.c.nodeAt(addr))
+	if cur.addr != "" {
+		b.c.recent.replay(func(g *Limiter) bool { return g.slot == l.slot })
+	}
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -76,6 +77,7 @@ func (c *Client) send(ctx context.Context, calls []*call) error {
 			sc.cmd = sc.command(ctx, true)
 			_ = c.rdb.Process(ctx, sc.cmd)
 		}
+		c.tryAgain(ctx, []*scriptCall{&sc})
 		err := unavailable(c.failed(deadlineError(ctx, sc.cmd.Err())))
 		sc.finish(err)
 		return roundTripFailure(err)
@@ -104,6 +106,7 @@ func (c *Client) send(ctx context.Context, calls []*call) error {
 	if len(again) > 0 {
 		c.pipeline(ctx, again)
 	}
+	c.tryAgain(ctx, scs)
 	var failed error
 	for _, sc := range scs {
 		err := unavailable(deadlineError(ctx, sc.cmd.Err()))
@@ -115,6 +118,31 @@ func (c *Client) send(ctx context.Context, calls []*call) error {
 	c.owed.paid(pays)
 	return c.failed(failed)
 }
+
+// tryAgain sends again, whole, the script calls of scs that a Redis
+// Cluster answered TRYAGAIN (their slot moves, and their keys are not all
+// on one node yet), after tryAgainPause, then twice as long each time,
+// until they get another answer or ctx ends. go-redis has followed the
+// MOVED and ASK redirections, and retried TRYAGAIN a few times, already.
+func (c *Client) tryAgain(ctx context.Context, scs []*scriptCall) {
+	for pause := tryAgainPause; ; pause *= 2 {
+		var again []redis.Cmder
+		for _, sc := range scs {
+			if isTryAgain(sc.cmd.Err()) {
+				sc.cmd = sc.command(ctx, true)
+				again = append(again, sc.cmd)
+			}
+		}
+		if len(again) == 0 || sleep(ctx, pause) != nil {
+			return
+		}
+		c.pipeline(ctx, again)
+	}
+}
+
+// tryAgainPause is the first pause before a script call answered TRYAGAIN
+// goes again: a slot's keys move in a few milliseconds.
+const tryAgainPause = 5 * time.Millisecond
 
 func (c *Client) pipeline(ctx context.Context, cmds []redis.Cmder) {
 	if len(cmds) == 1 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,8 @@ type Client struct {
 	acrossLimiters bool
 	reload         func(context.Context) // Cluster: reload the slot map
 	dials          *dials                // the dials that failed, per address
+	nodes          sync.Map              // address -> *node: the servers' health
+	recent         recent                // the grants to write into a new master
 	// offset is Redis's clock less the local clock, in ms, as decisions
 	// measure it (see noteClock): Charge turns local times into Redis's
 	// with it. rtt is its measure's round trip, and measured when it was
@@ -213,8 +216,28 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if c.denialCap > 0 {
 		c.denials = newDenialCache(c.denialCap)
 	}
+	c.batch.node.Store(c.nodeAt(serverAddr(rdb)))
+	if addr := serverAddr(rdb); addr == failoverAddr || addr == "cluster" {
+		// A master that can change: keep the grants to write into the next.
+		c.recent.on = true
+		c.dials.register(c)
+	}
 	c.clusterSetup()
 	return c, nil
+}
+
+// serverAddr returns the address of rdb's server, as its go-redis client
+// names it, for a client of one server; else the kind of client.
+func serverAddr(rdb redis.UniversalClient) string {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster"
+	case *redis.Ring:
+		return "ring"
+	}
+	return "redis"
 }
 
 // ClientID returns the id of this Client's PerClient budgets.

@@ -15,26 +15,56 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// health tells, for a batcher, a failing Redis from a busy process. A call
-// whose deadline comes while it is still queued, never sent, while Redis
-// went on answering round trips, fails with ErrOverloaded: this process's
+// A node is a Redis server as the Client sees it, by the address its
+// go-redis client dials ("FailoverClient" for a Sentinel client's master):
+// the health that the batchers of its hash slots share (on a Cluster,
+// those of the slots it serves), so that its failure fails their calls at
+// once from the first failing call, whatever the slot.
+//
+// A node tells a failing Redis from a busy process. A call whose deadline
+// comes while it is still queued, never sent, while Redis went on
+// answering round trips, fails with ErrOverloaded: this process's
 // overload, not Redis's failure (with no answer meanwhile, Redis is what
 // it waited for). A round trip that was sent and failed (a network error,
-// a timeout past the grace while Redis answered nothing else, or Redis
-// refusing to decide: see refusal) means Redis is failing: from then on,
-// calls fail at once with ErrUnavailable, but for the probes, which are
-// sent: the first call at once (a lone slow answer is no outage), then one
-// a second; the first round trip that succeeds ends it.
-type health struct {
-	suspect atomic.Bool           // a round trip got no answer in its callers' time
-	failing atomic.Bool           // the last round trip failed
-	since   atomic.Int64          // unix nanos when it began to fail
-	probeAt atomic.Int64          // unix nanos from which one call may probe
-	failErr atomic.Pointer[error] // what calls fail with meanwhile
-	lastOK  atomic.Int64          // unix nanos when one last succeeded
+// a refused dial, a timeout past the grace while Redis answered nothing
+// else, or Redis refusing to decide: see refusal) means Redis is failing:
+// an Outage begins, calls fail at once with an error wrapping
+// ErrUnavailable and the Outage, and the Client probes the server once a
+// second, on its own, until it answers, which ends the Outage.
+type node struct {
+	c       *Client
+	addr    string
+	suspect atomic.Bool             // a round trip got no answer in its callers' time
+	failing atomic.Bool             // an Outage is on
+	since   atomic.Int64            // unix nanos when it began
+	failErr atomic.Pointer[error]   // what calls fail with meanwhile
+	outage  atomic.Pointer[Outage]  // while failing
+	lastOK  atomic.Int64            // unix nanos when a round trip last succeeded
+	mu      sync.Mutex              // one Outage at a time
 }
 
-// probeEvery is how often a batcher whose Redis is failing sends a call.
+// An Outage is a time in which a Redis server fails: a master of a Redis
+// Cluster, a Sentinel client's master, or the one server of a single-node
+// client. The calls that it cannot decide fail with an error that wraps
+// ErrUnavailable and the Outage (errors.As): calls on its keys fail at once
+// while it lasts, and the Client probes the server once a second; the
+// Outage ends, and Done is closed, when the server answers. The calls on
+// other servers' keys are not affected.
+type Outage struct {
+	// Addr is the server's address, as its go-redis client names it:
+	// "FailoverClient" for the master of a Sentinel client.
+	Addr string
+	done chan struct{}
+}
+
+// Error says which server fails.
+func (o *Outage) Error() string { return "redis at " + o.Addr + " fails" }
+
+// Done returns a channel that is closed when the Outage ends: the server
+// answered the Client again.
+func (o *Outage) Done() <-chan struct{} { return o.done }
+
+// probeEvery is how often the Client probes a failing server.
 const probeEvery = time.Second
 
 // failAfter is how long a round trip of calls without a timeout of their
@@ -47,41 +77,48 @@ const failAfter = 100 * time.Millisecond
 // nothing else within a grace either).
 const roundTripGrace = time.Second
 
-// admit reports whether a call may go to Redis: always, unless Redis is
-// failing; then one call a second, the probe (probe true).
-func (h *health) admit() (probe, ok bool) {
-	if !h.failing.Load() {
-		return false, true
+// nodeAt returns the node of addr.
+func (c *Client) nodeAt(addr string) *node {
+	if v, ok := c.nodes.Load(addr); ok {
+		return v.(*node)
 	}
-	now := time.Now().UnixNano()
-	next := h.probeAt.Load()
-	if now < next || !h.probeAt.CompareAndSwap(next, now+int64(probeEvery)) {
-		return false, false
+	v, _ := c.nodes.LoadOrStore(addr, &node{c: c, addr: addr})
+	return v.(*node)
+}
+
+// admit returns nil when a call may go to Redis, or, while the node fails,
+// the error it fails with at once.
+func (n *node) admit() error {
+	if !n.failing.Load() {
+		return nil
 	}
-	return true, true
+	return *n.failErr.Load()
 }
 
 // report notes the outcome of a round trip of calls sent at start, which
 // waited past its callers' deadlines (graced) or not: success ends Redis's
-// failing; a failure of Redis starts it, or, from a probe, makes the next
-// wait a second. A round trip that got no answer in its callers' time only
-// makes the next ones wait longer (on a runner, graced), to tell a failing
-// Redis from a busy process; one that got none in that time either counts
-// only if Redis answers nothing else (see answers).
+// failing (if it was sent after it began); a failure of Redis starts it.
+// A round trip that got no answer in its callers' time, but for a refused
+// dial (see deadDial), only makes the next ones wait longer (on a runner,
+// graced), to tell a failing Redis from a busy process; one that got none
+// in that time either counts only if Redis answers nothing else (see
+// answers). A call that failed with Redis gets the Outage's error.
 func (b *batcher) report(err error, start time.Time, calls []*call, graced bool) {
+	n := b.node.Load()
 	now := time.Now()
 	switch {
 	case err == nil:
-		b.lastOK.Store(now.UnixNano())
-		if b.suspect.Load() {
-			b.suspect.Store(false)
+		n.lastOK.Store(now.UnixNano())
+		if n.suspect.Load() {
+			n.suspect.Store(false)
 		}
-		if b.failing.Load() {
-			b.failing.Store(false)
+		if n.failing.Load() && start.UnixNano() >= n.since.Load() {
+			n.recover()
 		}
+		b.follow(calls[0].l)
 		return
-	case errors.Is(err, context.Canceled):
-		return // the caller went away
+	case errors.Is(err, context.Canceled), errors.Is(err, redis.ErrClosed):
+		return // the caller went away, or the go-redis client was closed
 	case errors.Is(err, context.DeadlineExceeded):
 		// A timeout is Redis's only when the round trip waited at least as
 		// long as one of its calls may: a shorter deadline was a caller's.
@@ -102,22 +139,17 @@ func (b *batcher) report(err error, start time.Time, calls []*call, graced bool)
 			err = fmt.Errorf("%w: %w", err, dialErr)
 			break
 		}
-		if !graced || !b.failing.Load() && b.answers(start, calls[0].l) {
-			b.suspect.Store(true)
+		if !graced || !n.failing.Load() && b.answers(start, calls[0].l) {
+			n.suspect.Store(true)
 			return
 		}
 	}
-	e := unavailable(err)
-	if !errors.Is(e, ErrUnavailable) {
-		// A timeout that counts: its calls learn that Redis fails too.
-		e = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		for _, cl := range calls {
-			if cl.err != nil && errors.Is(cl.err, context.DeadlineExceeded) {
-				cl.err = e
-			}
+	e := n.fail(err, calls[0].l, now)
+	for _, cl := range calls {
+		if cl.err != nil && (errors.Is(cl.err, ErrUnavailable) || errors.Is(cl.err, context.DeadlineExceeded)) {
+			cl.err = e
 		}
 	}
-	b.fail(e, start, now)
 }
 
 // deadDial returns why a dial to the Redis that serves l failed since
@@ -125,24 +157,69 @@ func (b *batcher) report(err error, start time.Time, calls []*call, graced bool)
 // no answer meanwhile waited for a Redis that refused, or could not be
 // reached, not for this process.
 func (b *batcher) deadDial(l *Limiter, start time.Time) error {
-	if b.lastOK.Load() >= start.UnixNano() {
+	if b.node.Load().lastOK.Load() >= start.UnixNano() {
 		return nil
 	}
-	network, addr := b.c.addrOf(l)
+	ctx, cancel := context.WithTimeout(context.Background(), probeDialTimeout)
+	defer cancel()
+	network, addr := b.c.addrOf(ctx, l)
 	return b.c.dials.since(network, addr, start)
 }
 
-// fail notes that a round trip sent at start failed at now, with e (which
-// wraps ErrUnavailable): Redis fails from now on, or a probe failed.
-func (b *batcher) fail(e error, start, now time.Time) {
-	b.failErr.Store(&e)
-	switch {
-	case !b.failing.Load():
-		b.since.Store(now.UnixNano())
-		b.probeAt.Store(now.UnixNano()) // the next call probes at once
-		b.failing.Store(true)
-	case start.UnixNano() >= b.since.Load():
-		b.probeAt.Store(now.Add(probeEvery).UnixNano()) // a probe failed
+// fail notes that a round trip on l's keys failed with err at now: an
+// Outage begins, unless one is on, and the Client probes the server on l's
+// keys until it answers. It returns the error the failed calls get: err
+// wrapped in ErrUnavailable and the Outage.
+func (n *node) fail(err error, l *Limiter, now time.Time) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.failing.Load() {
+		return *n.failErr.Load()
+	}
+	o := &Outage{Addr: n.addr, done: make(chan struct{})}
+	e := fmt.Errorf("%w: %w: %w", ErrUnavailable, o, err)
+	n.failErr.Store(&e)
+	n.outage.Store(o)
+	n.since.Store(now.UnixNano())
+	n.failing.Store(true)
+	go n.probe(l.keys[0], o)
+	return e
+}
+
+// recover ends the node's Outage.
+func (n *node) recover() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.failing.CompareAndSwap(true, false) {
+		close(n.outage.Swap(nil).done)
+	}
+}
+
+// probe reads key, on the server that serves it, once a second, until it
+// answers, the go-redis client is closed, or o has ended; then it ends o. On a Cluster, the key's slot
+// leads to the replica promoted in the failed master's place once go-redis
+// knows of it (each failed probe asks it to reload the slot map).
+func (n *node) probe(key string, o *Outage) {
+	for {
+		select {
+		case <-o.done:
+			return
+		case <-time.After(probeEvery):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), roundTripGrace)
+		err := n.c.failed(n.c.rdb.Exists(ctx, key).Err())
+		cancel()
+		switch {
+		case err == nil:
+			n.lastOK.Store(time.Now().UnixNano())
+			n.recover()
+			return
+		case errors.Is(err, redis.ErrClosed):
+			// The go-redis client was closed: nothing is decided any
+			// more; the Outage ends with it, for whoever waits on it.
+			n.recover()
+			return
+		}
 	}
 }
 
@@ -152,7 +229,7 @@ func (b *batcher) fail(e error, start, now time.Time) {
 // (a reply read after its deadline is lost, however soon it came), and not
 // Redis's.
 func (b *batcher) answers(start time.Time, l *Limiter) bool {
-	if b.lastOK.Load() > start.UnixNano() {
+	if b.node.Load().lastOK.Load() > start.UnixNano() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), roundTripGrace)
@@ -200,15 +277,20 @@ func refusal(msg string) bool {
 }
 
 var refusals = []string{"READONLY", "LOADING", "MASTERDOWN", "BUSY", "NOAUTH", "WRONGPASS", "NOPERM",
-	"CLUSTERDOWN", "TRYAGAIN", "MISCONF", "NOREPLICAS", "OOM", "ERR unknown command", "ERR Protocol error"}
+	"CLUSTERDOWN", "MISCONF", "NOREPLICAS", "OOM", "ERR unknown command", "ERR Protocol error"}
 
 // deadlineError returns err, made to wrap context.DeadlineExceeded too when
-// it is a network timeout at or after ctx's deadline: go-redis with
+// it is a network timeout at or after ctx's deadline (go-redis with
 // ContextTimeoutEnabled reports a deadline as an i/o timeout, and callers
-// test for context.DeadlineExceeded whichever way the deadline was met.
+// test for context.DeadlineExceeded whichever way the deadline was met), or
+// a Cluster's TRYAGAIN until ctx ended.
 func deadlineError(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if isTryAgain(err) && ctx.Err() != nil {
+		// A slot that moved for longer than the call's time: no answer.
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 	}
 	var ne net.Error
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
@@ -262,6 +344,11 @@ func honoursContext(rdb redis.UniversalClient) bool {
 // as long as the go-redis client.
 type dials struct {
 	failed sync.Map // address -> *dialFailure
+	// The Sentinel client's master, as the last connection dialed reached
+	// it, and the Clients to tell when it changes (see recent).
+	master  atomic.Pointer[string]
+	mu      sync.Mutex
+	clients []weak.Pointer[Client]
 }
 
 type dialFailure struct {
@@ -307,15 +394,50 @@ func watchDials(rdb redis.UniversalClient) *dials {
 	return d
 }
 
-// DialHook notes the dials that fail.
+// DialHook notes the dials that fail, and, on a Sentinel client, the
+// master that each connection reaches.
 func (d *dials) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
-		if err != nil && !slowDial(err) {
+		switch {
+		case err != nil && !slowDial(err):
 			d.note(addr, err)
+		case err == nil && addr == failoverAddr:
+			d.reached(conn.RemoteAddr().String())
 		}
 		return conn, err
 	}
+}
+
+// reached notes that a connection of a Sentinel client reached master:
+// when it is another than the last one, the master changed, and the
+// Clients write the grants they made into it (see recent).
+func (d *dials) reached(master string) {
+	prev := d.master.Swap(&master)
+	if prev == nil || *prev == master {
+		return
+	}
+	d.mu.Lock()
+	clients := append([]weak.Pointer[Client](nil), d.clients...)
+	d.mu.Unlock()
+	for _, wc := range clients {
+		if c := wc.Value(); c != nil {
+			c.recent.replay(func(*Limiter) bool { return true })
+		}
+	}
+}
+
+// register has the master changes of d's client told to c.
+func (d *dials) register(c *Client) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	live := d.clients[:0]
+	for _, wc := range d.clients {
+		if wc.Value() != nil {
+			live = append(live, wc)
+		}
+	}
+	d.clients = append(live, weak.Make(c))
 }
 
 // ProcessHook passes commands on.
@@ -376,14 +498,12 @@ func slowDial(err error) bool {
 
 // addrOf returns the network and address of the Redis that serves l's
 // keys, as the go-redis client that dials it names them, or "" when it is
-// not known without a round trip.
-func (c *Client) addrOf(l *Limiter) (network, addr string) {
+// not known without a round trip (a Cluster's slot map not loaded yet).
+func (c *Client) addrOf(ctx context.Context, l *Limiter) (network, addr string) {
 	switch r := c.rdb.(type) {
 	case *redis.Client:
 		return cmpNetwork(r.Options().Network), r.Options().Addr
 	case *redis.ClusterClient:
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		defer cancel()
 		if n, err := r.MasterForKey(ctx, l.keys[0]); err == nil {
 			return cmpNetwork(n.Options().Network), n.Options().Addr
 		}

@@ -242,6 +242,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	l.c.noteClock(r.at, sent, received)
 	if r.Allowed {
 		r.Grant.at = sent.UnixMilli()
+		l.c.recent.add(l, r.Grant)
 	} else if l.c.denials != nil {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
 	}

@@ -287,6 +287,7 @@ func (q *ledger) write() {
 		q.mu.Unlock()
 		var (
 			wg     sync.WaitGroup
+			closed atomic.Bool
 			failed atomic.Bool
 			width  = make(chan struct{}, flushWidth)
 			now    = time.Now().UnixMilli()
@@ -310,7 +311,12 @@ func (q *ledger) write() {
 				if err == nil {
 					err = p.err
 				}
-				if err != nil {
+				switch {
+				case errors.Is(err, redis.ErrClosed):
+					// The go-redis client was closed: nothing more can be
+					// paid; what is owed is dropped.
+					closed.Store(true)
+				case err != nil:
 					failed.Store(true)
 					if unanswered(err) {
 						q.putBack(p.l, p.debts)
@@ -319,6 +325,13 @@ func (q *ledger) write() {
 			})
 		}
 		wg.Wait()
+		if closed.Load() {
+			q.mu.Lock()
+			q.keys, q.oldest, q.newest, q.writing = nil, nil, nil, false
+			q.n.Store(0)
+			q.mu.Unlock()
+			return
+		}
 		if failed.Load() {
 			time.Sleep(probeEvery - flushEvery)
 		}

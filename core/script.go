@@ -66,3 +66,10 @@ var scripts = []*script{scriptAcquire, scriptAvailable, scriptRelease, scriptTry
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// isTryAgain reports whether err is a Redis Cluster's TRYAGAIN: a
+// multi-key command whose keys are not all on the node while their slot
+// moves.
+func isTryAgain(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN")
+}

@@ -1,7 +1,8 @@
 package policy
 
 import (
-	"sync/atomic"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/redlimit/redlimit/core"
@@ -10,45 +11,61 @@ import (
 // fallback is a policy's local limiter, which decides in memory, at the
 // process's share of the rate, what Redis cannot (WithFailLocal), what this
 // process is too busy to ask it in time, and requests whose limiter's keys
-// in Redis hold what no limiter writes; and whether Redis fails now (the
-// local fallback's start and end, for the observer and the log). What it
-// grants is charged to the core (core.Limiter.Charge), which writes it into
-// Redis's log as soon as Redis answers again.
+// in Redis hold what no limiter writes; and whether Redis fails now for
+// some of the policy's keys: the outages (core.Outage) its decisions met,
+// each from its start to its end, for the observer and the log. On a Redis
+// Cluster an outage is one master's: the keys of the others are decided by
+// Redis all along. What the fallback grants is charged to the core
+// (core.Limiter.Charge), which writes it into Redis's log as soon as Redis
+// answers again.
 type fallback struct {
-	limiter  *localLimiter
-	active   atomic.Bool
-	failedAt atomic.Int64 // unix nanos of the last call Redis failed
+	limiter *localLimiter
+	mu      sync.Mutex
+	outages map[*core.Outage]bool // those the policy's decisions met, not over
 }
 
 func newFallback(maxKeys int) *fallback {
-	return &fallback{limiter: newLocalLimiter(maxKeys)}
+	return &fallback{limiter: newLocalLimiter(maxKeys), outages: map[*core.Outage]bool{}}
 }
 
-// failed notes a call that Redis failed (core.ErrUnavailable), with err.
-// The fallback starts deciding, and says so once, to the observer and in
-// the log.
+// failed notes a call that Redis failed (core.ErrUnavailable), with err,
+// which names its outage. The fallback starts deciding with the first
+// outage the policy meets, and says so once, to the observer; each outage
+// is logged once, when it starts and when it ends; the fallback ends with
+// the last of them.
 func (f *fallback) failed(p *Policy, err error) {
-	f.failedAt.Store(time.Now().UnixNano())
-	if f.active.CompareAndSwap(false, true) {
-		if p.observer != nil {
-			p.observer.Fallback(p.name, true)
-		}
-		p.log().Warn("rate limiter: redis cannot decide; limiting in memory at this process's share until it can",
-			"policy", p.name, "err", err)
+	var o *core.Outage
+	if !errors.As(err, &o) {
+		return
 	}
-}
-
-// answered notes that Redis decided a call sent at sent. The fallback ends
-// when no call failed after it: the answer is Redis's present, not the past
-// of a call sent before the failure. Answers from the core's local denial
-// cache (core.Result.Cached) are not Redis's: they never come here.
-func (f *fallback) answered(p *Policy, sent int64) {
-	if f.active.Load() && f.failedAt.Load() < sent && f.active.CompareAndSwap(true, false) {
-		if p.observer != nil {
+	f.mu.Lock()
+	if f.outages[o] {
+		f.mu.Unlock()
+		return
+	}
+	select {
+	case <-o.Done():
+		f.mu.Unlock()
+		return // already over
+	default:
+	}
+	f.outages[o] = true
+	if len(f.outages) == 1 && p.observer != nil {
+		p.observer.Fallback(p.name, true) // in order with the end, under f.mu
+	}
+	f.mu.Unlock()
+	p.log().Warn("rate limiter: redis cannot decide; limiting in memory at this process's share until it can",
+		"policy", p.name, "redis", o.Addr, "err", err)
+	go func() {
+		<-o.Done()
+		f.mu.Lock()
+		delete(f.outages, o)
+		if len(f.outages) == 0 && p.observer != nil {
 			p.observer.Fallback(p.name, false)
 		}
-		p.log().Info("rate limiter: redis decides again", "policy", p.name)
-	}
+		f.mu.Unlock()
+		p.log().Info("rate limiter: redis decides again", "policy", p.name, "redis", o.Addr)
+	}()
 }
 
 // take decides permits on limiter name at rate r, in memory.

@@ -251,21 +251,16 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 // mode, within the wait, after overloadRetry and then twice as long each
 // time, up to a second, so that a process too busy for its calls does not
 // add more; a late grant of such a call is given back (core.Limiter.Refund
-// waits until its script, should it run late, has run). An answer of
-// Redis's (not the denial cache's) ends the local fallback.
+// waits until its script, should it run late, has run).
 func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWait time.Duration) (core.Result, bool, error) {
 	start := time.Now()
 	for tries := 0; ; tries++ {
-		sent := time.Now()
 		var r core.Result
 		var err error
 		if maxWait > 0 {
 			r, err = l.TryAcquireWithin(ctx, cost, maxWait-time.Since(start))
 		} else {
 			r, err = l.TryAcquire(ctx, cost)
-		}
-		if err == nil && !r.Cached {
-			p.fallback.answered(p, sent.UnixNano())
 		}
 		if !busy(err) || p.waits == nil || time.Since(start)+overloadRetry >= p.waits.maxWait {
 			return r, tries > 0, err
