@@ -35,8 +35,8 @@ type batcher struct {
 	max      int // round trips in flight at once; 0: no bound, no queue
 	maxQueue int // calls waiting at once; beyond, ErrOverloaded
 	mu       sync.Mutex
-	busy     int       // round trips in flight
-	queue    []*waiter // calls waiting for a round trip
+	busy     int                  // round trips in flight
+	queue    []*waiter            // calls waiting for a round trip
 	node     atomic.Pointer[node] // the Redis it sends to, and its health
 }
 

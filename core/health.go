@@ -34,13 +34,13 @@ import (
 type node struct {
 	c       *Client
 	addr    string
-	suspect atomic.Bool             // a round trip got no answer in its callers' time
-	failing atomic.Bool             // an Outage is on
-	since   atomic.Int64            // unix nanos when it began
-	failErr atomic.Pointer[error]   // what calls fail with meanwhile
-	outage  atomic.Pointer[Outage]  // while failing
-	lastOK  atomic.Int64            // unix nanos when a round trip last succeeded
-	mu      sync.Mutex              // one Outage at a time
+	suspect atomic.Bool            // a round trip got no answer in its callers' time
+	failing atomic.Bool            // an Outage is on
+	since   atomic.Int64           // unix nanos when it began
+	failErr atomic.Pointer[error]  // what calls fail with meanwhile
+	outage  atomic.Pointer[Outage] // while failing
+	lastOK  atomic.Int64           // unix nanos when a round trip last succeeded
+	mu      sync.Mutex             // one Outage at a time
 }
 
 // An Outage is a time in which a Redis server fails: a master of a Redis
