@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/slot"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
@@ -322,4 +323,69 @@ func BenchmarkHostileDenials(b *testing.B) {
 		}
 		b.ReportMetric(float64(longest.Microseconds())/1000, "longest-script-ms")
 	})
+}
+
+// A script declares only the keys it touches, so that a Redis Cluster
+// moving the limiter's slot serves it where its keys are: on the old
+// master while they are there (a script that also declared keys that never
+// exist would get TRYAGAIN for the whole move), then, once they moved, on
+// the new one (ASK). A slot is set migrating by hand here, as redis-cli
+// --cluster reshard does, with the limiter's keys on either side.
+func TestAMigratingSlotIsFollowed(t *testing.T) {
+	redistest.Need(t)
+	c, err := redistest.StartCluster(3, 0)
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	rc := c.Client(t)
+	cl, err := core.New(rc)
+	require.NoError(t, err)
+	for _, typ := range []core.RateType{core.Overall, core.PerClient} {
+		l := cl.Limiter(uniqueName(t), core.WithRate(rate(typ, 100, time.Minute)))
+		require.True(t, tryAcquire(t, l, 1))
+		sl := slot.Of(core.Keys(l)[3])
+		owners, err := c.Owners()
+		require.NoError(t, err)
+		from := owners[sl]
+		to := c.Masters[0]
+		if to == from {
+			to = c.Masters[1]
+		}
+		id := func(s *redistest.Server) string {
+			out, err := s.CLI("cluster", "myid")
+			require.NoError(t, err)
+			return strings.TrimSpace(out)
+		}
+		cli := func(s *redistest.Server, args ...string) {
+			out, err := s.CLI(args...)
+			require.NoError(t, err)
+			require.NotContains(t, out, "ERR", "%v", args)
+		}
+		cli(to, "cluster", "setslot", strconv.Itoa(sl), "importing", id(from))
+		cli(from, "cluster", "setslot", strconv.Itoa(sl), "migrating", id(to))
+		ctx, cancel := context.WithTimeout(bg, time.Second)
+		res, err := l.TryAcquire(ctx, 1)
+		cancel()
+		require.NoError(t, err, "%v: the keys are on the old master: it decides", typ)
+		assert.True(t, res.Allowed)
+
+		keys, err := from.CLI("cluster", "getkeysinslot", strconv.Itoa(sl), "100")
+		require.NoError(t, err)
+		args := []string{"migrate", "127.0.0.1", strconv.Itoa(to.Port), "", "0", "5000", "keys"}
+		cli(from, append(args, strings.Fields(keys)...)...)
+		ctx, cancel = context.WithTimeout(bg, time.Second)
+		res, err = l.TryAcquire(ctx, 1)
+		cancel()
+		require.NoError(t, err, "%v: the keys moved: the new master decides", typ)
+		assert.True(t, res.Allowed)
+		assert.EqualValues(t, 97, res.Remaining, "the same limiter, moved")
+
+		for _, m := range c.Masters {
+			cli(m, "cluster", "setslot", strconv.Itoa(sl), "node", id(to))
+		}
+		ctx, cancel = context.WithTimeout(bg, 5*time.Second)
+		res, err = l.TryAcquire(ctx, 1)
+		cancel()
+		require.NoError(t, err, "%v: the slot moved", typ)
+		assert.EqualValues(t, 96, res.Remaining)
+	}
 }

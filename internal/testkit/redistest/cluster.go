@@ -318,3 +318,28 @@ func (c *Cluster) RestartNode(s *Server) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Reshard moves n hash slots from master from to master to, live, as an
+// operator does: redis-cli --cluster reshard, which marks each slot
+// migrating and importing, moves its keys with MIGRATE, ten at a time, and
+// hands the slot over. It returns when every slot has moved.
+func (c *Cluster) Reshard(from, to *Server, n int) error {
+	id := func(s *Server) (string, error) {
+		out, err := s.CLI("cluster", "myid")
+		return strings.TrimSpace(out), err
+	}
+	fromID, err := id(from)
+	if err != nil {
+		return err
+	}
+	toID, err := id(to)
+	if err != nil {
+		return err
+	}
+	out, err := cli(from.Port, "--cluster", "reshard", from.Addr, "--cluster-from", fromID, "--cluster-to", toID,
+		"--cluster-slots", strconv.Itoa(n), "--cluster-yes", "--cluster-pipeline", "10")
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}

@@ -20,13 +20,16 @@ const (
 	SentinelFailoverTimeout = 5 * time.Second
 )
 
-// Sentinel is a master, its replica and one sentinel watching them, with a
-// quorum of 1: the smallest deployment that fails over by itself.
+// Sentinel is a master, its replica and the sentinels watching them: one,
+// with a quorum of 1, the smallest deployment that fails over by itself
+// (StartSentinel), or three with a quorum of 2, as in production
+// (StartSentinels).
 type Sentinel struct {
-	Name     string  // the master name the sentinel monitors
-	Master   *Server // the master at start
-	Replica  *Server // its replica at start
-	Sentinel *Server
+	Name      string    // the master name the sentinels monitor
+	Master    *Server   // the master at start
+	Replica   *Server   // its replica at start
+	Sentinel  *Server   // the first sentinel
+	Sentinels []*Server // every sentinel
 }
 
 // StartSentinel starts a master, a replica of it (diskless sync without
@@ -36,6 +39,11 @@ type Sentinel struct {
 // replica's link is up and the sentinel knows both nodes, so that a
 // failover can start at once. About 1 s.
 func StartSentinel() (*Sentinel, error) {
+	return StartSentinels(1)
+}
+
+// StartSentinels is StartSentinel with n sentinels and a quorum of n/2+1.
+func StartSentinels(n int) (*Sentinel, error) {
 	d := &Sentinel{Name: "mymaster"}
 	var err error
 	if d.Master, err = Start("--repl-diskless-sync-delay", "0"); err != nil {
@@ -46,18 +54,25 @@ func StartSentinel() (*Sentinel, error) {
 		d.Stop()
 		return nil, err
 	}
-	if d.Sentinel, err = start(true, nil); err != nil {
-		d.Stop()
-		return nil, err
-	}
-	for _, cmd := range [][]string{
-		{"sentinel", "monitor", d.Name, "127.0.0.1", strconv.Itoa(d.Master.Port), "1"},
-		{"sentinel", "set", d.Name, "down-after-milliseconds", strconv.Itoa(int(SentinelDownAfter.Milliseconds()))},
-		{"sentinel", "set", d.Name, "failover-timeout", strconv.Itoa(int(SentinelFailoverTimeout.Milliseconds()))},
-	} {
-		if out, err := d.Sentinel.CLI(cmd...); err != nil || !strings.HasPrefix(out, "OK") {
+	for range n {
+		s, err := start(true, nil)
+		if err != nil {
 			d.Stop()
-			return nil, fmt.Errorf("redistest: %s: %v %s", strings.Join(cmd, " "), err, out)
+			return nil, err
+		}
+		d.Sentinels = append(d.Sentinels, s)
+	}
+	d.Sentinel = d.Sentinels[0]
+	for _, s := range d.Sentinels {
+		for _, cmd := range [][]string{
+			{"sentinel", "monitor", d.Name, "127.0.0.1", strconv.Itoa(d.Master.Port), strconv.Itoa(n/2 + 1)},
+			{"sentinel", "set", d.Name, "down-after-milliseconds", strconv.Itoa(int(SentinelDownAfter.Milliseconds()))},
+			{"sentinel", "set", d.Name, "failover-timeout", strconv.Itoa(int(SentinelFailoverTimeout.Milliseconds()))},
+		} {
+			if out, err := s.CLI(cmd...); err != nil || !strings.HasPrefix(out, "OK") {
+				d.Stop()
+				return nil, fmt.Errorf("redistest: %s: %v %s", strings.Join(cmd, " "), err, out)
+			}
 		}
 	}
 	if err := d.waitReady(30 * time.Second); err != nil {
@@ -77,14 +92,23 @@ func (d *Sentinel) waitReady(timeout time.Duration) error {
 		if addr, err := d.MasterAddr(); err != nil || addr != d.Master.Addr {
 			return false, fmt.Sprintf("sentinel master: %s %v", addr, err)
 		}
-		// The sentinel learns of replicas from the master's INFO and must
-		// be connected to one to promote it.
-		out, err := d.Sentinel.CLI("sentinel", "replicas", d.Name)
-		if err != nil || !strings.Contains(out, strconv.Itoa(d.Replica.Port)) {
-			return false, "sentinel replicas: " + out
+		for _, s := range d.Sentinels {
+			// Each sentinel learns of replicas from the master's INFO and
+			// must be connected to one to promote it; of the other
+			// sentinels from their hello messages, to agree on a failover.
+			out, err := s.CLI("sentinel", "replicas", d.Name)
+			if err != nil || !strings.Contains(out, strconv.Itoa(d.Replica.Port)) {
+				return false, "sentinel replicas: " + out
+			}
+			if flags := field(out, "flags"); flags != "slave" {
+				return false, "sentinel replica flags: " + flags
+			}
+			out, err = s.CLI("sentinel", "master", d.Name)
+			if others := field(out, "num-other-sentinels"); err != nil || others != strconv.Itoa(len(d.Sentinels)-1) {
+				return false, "other sentinels known: " + others
+			}
 		}
-		flags := field(out, "flags")
-		return flags == "slave", "sentinel replica flags: " + flags
+		return true, ""
 	}
 	for {
 		ok, why := ready()
@@ -110,9 +134,15 @@ func field(out, name string) string {
 	return ""
 }
 
-// SentinelAddrs returns the address of the sentinel, for
+// SentinelAddrs returns the addresses of the sentinels, for
 // redis.FailoverOptions.SentinelAddrs.
-func (d *Sentinel) SentinelAddrs() []string { return []string{d.Sentinel.Addr} }
+func (d *Sentinel) SentinelAddrs() []string {
+	var addrs []string
+	for _, s := range d.Sentinels {
+		addrs = append(addrs, s.Addr)
+	}
+	return addrs
+}
 
 // MasterAddr returns the master's address as the sentinel reports it now
 // (SENTINEL GET-MASTER-ADDR-BY-NAME).
@@ -142,10 +172,10 @@ func (d *Sentinel) Client(t testing.TB) *redis.Client {
 	return rc
 }
 
-// Stop stops the sentinel first, so that it starts no failover, then the
-// data nodes.
+// Stop stops the sentinels first, so that they start no failover, then
+// the data nodes.
 func (d *Sentinel) Stop() {
-	for _, s := range []*Server{d.Sentinel, d.Replica, d.Master} {
+	for _, s := range append(append([]*Server(nil), d.Sentinels...), d.Replica, d.Master) {
 		if s != nil {
 			_ = s.Stop()
 		}
