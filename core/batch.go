@@ -62,6 +62,9 @@ func (b *batcher) do(ctx context.Context, cl *call) (bool, error) {
 	if err := n.admit(); err != nil {
 		return false, err
 	}
+	if err := ctx.Err(); err != nil {
+		return false, err // its time is up before it is sent
+	}
 	dl, hasDeadline := ctx.Deadline()
 	direct := !hasDeadline || b.c.ctxIO && !n.suspect.Load()
 	b.mu.Lock()

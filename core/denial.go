@@ -84,10 +84,12 @@ func (c *denialCache) get(name string, rate *rateArgs, permits int64, now time.T
 // reply came at received. The cache denies until the earliest time the
 // permits can be back; it reports the latest, counted from the reply, so
 // that a caller waiting the reported time is never early. A denial whose
-// permits come back within the script's resolution is not worth keeping.
+// permits come back within the script's resolution is not worth keeping,
+// and one whose retry time is a bound cannot be kept: the permits may be
+// back earlier.
 func (c *denialCache) put(name string, rate *rateArgs, permits int64, sent, received time.Time, r Result) {
-	if r.RetryAfter <= scriptResolution {
-		return
+	if r.RetryAfter <= scriptResolution || r.bound {
+		return // too soon to keep, or not exact: the permits may be back earlier
 	}
 	d, added, s := c.m.Lock(name, true)
 	if added {

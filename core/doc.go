@@ -115,10 +115,22 @@
 //     and Sentinel clients, or by a dial of the Client's own, at most every
 //     100 ms), which is Redis failing from that first call; or it got no
 //     answer a second past its callers' deadlines, and Redis answered
-//     nothing else within another second. From then on the
-//     Client (on a Redis Cluster, per hash slot) fails calls at once with
-//     ErrUnavailable, but for probes: the next call is sent at once, then
-//     one a second; the first that Redis answers ends it.
+//     nothing else within another second. An Outage of that server begins
+//     (a Cluster master, a Sentinel client's master, the server of a
+//     single-node client), which the calls' errors wrap with
+//     ErrUnavailable: the Client fails the calls on that server's keys at
+//     once, and no other server's, and probes it on its own once a second;
+//     the first answer ends the Outage (its Done channel is closed).
+//
+// A Redis Cluster moving a slot is no failure: go-redis follows MOVED and
+// ASK, a script call answered TRYAGAIN is sent again within its timeout,
+// and a script declares only the keys it touches (three for a rate given
+// in code), so a moving slot is served where the limiter's keys are. When
+// the Client sees a limiter's master change (a Sentinel client dials a new
+// master; a Cluster slot's master is another node after a round trip), it
+// charges the grants it made in their window, its last 16 384, into the new
+// master, which skips those it holds: the writes a planned switch-over
+// loses with the old master are made again.
 //
 // An error of one limiter's keys is no failure of Redis's: a key of
 // another type under its name, or a stored rate that is not valid, fails

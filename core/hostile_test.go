@@ -90,12 +90,15 @@ func TestDenialWorkDoesNotGrowWithTheLog(t *testing.T) {
 			res, err := l.TryAcquire(bg, cost)
 			require.NoError(t, err)
 			require.False(t, res.Allowed)
+			after, err := rdb.Time(bg).Result()
+			require.NoError(t, err)
 			// The grant whose leaving frees cost permits: cost-th from the
 			// oldest (10 000 out of 10 000: the first acquire's and the
-			// 9 999 written).
-			exact := time.UnixMilli(int64(log[cost-1].Score)).Add(r.Interval).Sub(before)
-			assert.GreaterOrEqual(t, res.RetryAfter, exact-2*time.Millisecond, "cost %d: never early", cost)
-			assert.LessOrEqual(t, res.RetryAfter, exact+50*time.Millisecond, "cost %d: exact, within the round trip", cost)
+			// 9 999 written), as Redis's clock before and after the call
+			// bounds the time it was decided (read in whole milliseconds).
+			leaves := time.UnixMilli(int64(log[cost-1].Score)).Add(r.Interval)
+			assert.GreaterOrEqual(t, res.RetryAfter, leaves.Sub(after)-time.Millisecond, "cost %d: never early", cost)
+			assert.LessOrEqual(t, res.RetryAfter, leaves.Sub(before)+time.Millisecond, "cost %d: exact", cost)
 		}
 		calls := commandCalls(t, rdb)
 		reads := calls["zrange"] + calls["zrangebyscore"] + calls["zrevrange"]
@@ -388,4 +391,37 @@ func TestAMigratingSlotIsFollowed(t *testing.T) {
 		require.NoError(t, err, "%v: the slot moved", typ)
 		assert.EqualValues(t, 96, res.Remaining)
 	}
+}
+
+// A retry time found past the oldest grants the script reads is a bound,
+// never early but maybe late (grants past them may hold more than a
+// permit): the local denial cache does not keep such a denial, which could
+// refuse a request after its permits are back.
+func TestABoundedRetryIsNotCached(t *testing.T) {
+	runReal(t, func(t *testing.T, e *env) {
+		r := rate(core.Overall, 1000, time.Minute)
+		l := e.client(t).Limiter(e.name, core.WithRate(r))
+		for range 16 {
+			require.True(t, tryAcquire(t, l, 1))
+		}
+		for range 98 {
+			require.True(t, tryAcquire(t, l, 10))
+		}
+		// 4 left; 100 wanted: past the 16 oldest grants.
+		res, err := l.TryAcquire(bg, 100)
+		require.NoError(t, err)
+		require.False(t, res.Allowed)
+		again, err := l.TryAcquire(bg, 100)
+		require.NoError(t, err)
+		assert.False(t, again.Cached, "a bound is not kept")
+		assert.GreaterOrEqual(t, again.RetryAfter, time.Minute-5*time.Second, "never early: the 10th grant of 10 leaves in a minute")
+
+		// Within the oldest grants, the time is exact and kept.
+		res, err = l.TryAcquire(bg, 10)
+		require.NoError(t, err)
+		require.False(t, res.Allowed)
+		again, err = l.TryAcquire(bg, 10)
+		require.NoError(t, err)
+		assert.True(t, again.Cached)
+	})
 }

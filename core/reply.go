@@ -21,7 +21,8 @@ const (
 // a rate in code, its status and, when OK, its stored rate (four values);
 // then per acquire its remaining permits when granted, or -1 - remaining,
 // the retry ms and the reset ms when denied (a retry of -1: more permits
-// than the rate; of -2: a key of the limiter holds another type of value).
+// than the rate; of -2: a key of the limiter holds another type of value;
+// below -2, -2 - retry: a bound of the retry time, not the exact one).
 func acquireReply(v []int64, groups [][]*call) error {
 	if len(v) == 0 {
 		return errShortReply
@@ -63,14 +64,17 @@ func acquireReply(v []int64, groups [][]*call) error {
 			if at+2 >= len(v) {
 				return errShortReply
 			}
-			switch v[at+1] {
-			case -1:
+			retry := v[at+1]
+			switch {
+			case retry == -1:
 				cl.err = fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, cl.permits, rate.Permits)
-			case -2:
+			case retry == -2:
 				cl.err = fmt.Errorf("%w: a key of limiter %q holds another type of value", ErrInvalidConfig, l.name)
+			case retry < -2:
+				retry, r.bound = -2-retry, true
 			}
 			r.Remaining = -1 - v[at]
-			r.RetryAfter = time.Duration(v[at+1]) * time.Millisecond
+			r.RetryAfter = time.Duration(retry) * time.Millisecond
 			r.ResetAfter = time.Duration(v[at+2]) * time.Millisecond
 			at += 3
 		}

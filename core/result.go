@@ -40,7 +40,8 @@ type Result struct {
 	// (see WithDenialCache). It is false for every answer Redis made.
 	Cached bool
 
-	at int64 // Redis server time of the decision, in Unix milliseconds
+	at    int64 // Redis server time of the decision, in Unix milliseconds
+	bound bool  // RetryAfter is a bound, never early, not the exact time
 }
 
 // A Grant identifies the permits that one acquire took: its entry in the

@@ -70,12 +70,12 @@
 // WithFailOpen serves requests while Redis fails; WithFailClosed answers
 // 503. No decision hangs a request, and no error text reaches a response.
 //
-// The local fallback starts, once (the observer's Fallback and one log
-// line), when the core says that Redis fails (core.ErrUnavailable): from
-// then on the core.Client fails calls at once but for its probes, one a
-// second. It ends with the first answer Redis gives to a call sent after
-// the last failure; a denial from the core's local denial cache is no
-// answer of Redis's. What the fallback granted is charged to the core
+// The local fallback starts, once (the observer's Fallback), when the
+// core says that Redis fails (core.ErrUnavailable, and the core.Outage of
+// the server that fails: on a Redis Cluster, one master, whose keys alone
+// are decided in memory). It ends, once, when the last outage it met ends,
+// the Client's probe having found the server again; each outage is logged
+// once when it starts and once when it ends. What the fallback granted is charged to the core
 // (core.Limiter.Charge, which does no I/O): the Client writes each grant
 // into the limiter's log in Redis at its own time, even past the rate (a
 // debt that later requests pay by waiting), with the limiter's first call

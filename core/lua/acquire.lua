@@ -14,7 +14,8 @@
 -- send of the same member was: a resend never takes twice), or
 -- -1 - remaining, the retry ms and the reset ms (denied; a retry of -1: more
 -- permits than the rate; of -2: a key of the limiter holds another type of
--- value, so nothing was decided). Replies are short because every value
+-- value, so nothing was decided; below -2, -2 - retry: the retry is a bound,
+-- never early, not the exact time). Replies are short because every value
 -- costs Redis time.
 --
 -- A limiter whose keys hold values of another type (written by something
@@ -185,11 +186,11 @@ while a <= #ARGV do
         k = k + 1
         out[k] = math.max(v, 0) -- granted by an earlier send (or charged): take nothing
       else
-        local at
+        local at, exact
         if not grant then
           -- Denied, unless the counter lags behind the log: the permits come
           -- back as the oldest grants leave the window, then this call's grants.
-          at, head = L.walk(pkey, n - v, head)
+          at, head, exact = L.walk(pkey, n - v, head)
           if typ == '1' and not coded and not live then
             -- Another client may have changed this per-client rate, which this
             -- counter then lags behind. ZCARD proves the counter right when
@@ -203,7 +204,7 @@ while a <= #ARGV do
             end
             if live >= 0 and v + live + granted < rate then
               v, rewrite = rate - live - granted, true
-              at, head = L.walk(pkey, n - v, head)
+              at, head, exact = L.walk(pkey, n - v, head)
             end
           end
           grant = v >= n
@@ -233,7 +234,7 @@ while a <= #ARGV do
           k = k + 1
           out[k] = -1 - math.max(v, 0)
           k = k + 1
-          out[k] = retry
+          out[k] = exact and retry or -2 - retry -- a bound, not the exact time
           k = k + 1
           out[k] = reset
         end

@@ -232,18 +232,19 @@ local function lib()
   -- permit and reads the grant at that rank: every grant holds at least
   -- one, so the time is never early, and exact when the permits come back
   -- within the head or the later grants hold one permit each. It returns
-  -- nil when the log holds fewer, and head.
+  -- nil when the log holds fewer, head, and whether the time is exact
+  -- (found within the head).
   local function walk(pkey, need, head)
     head = head or redis.call('ZRANGE', pkey, 0, HEAD - 1, 'WITHSCORES')
     local freed = 0
     for i = 1, #head, 2 do
       freed = freed + permits_of(head[i])
       if freed >= need then
-        return tonumber(head[i + 1]), head
+        return tonumber(head[i + 1]), head, true
       end
     end
     if #head < 2 * HEAD then
-      return nil, head
+      return nil, head, true
     end
     local rank = HEAD + need - freed - 1
     local at = redis.call('ZRANGE', pkey, rank, rank, 'WITHSCORES')
@@ -251,7 +252,7 @@ local function lib()
       -- Fewer grants than that, holding more: all are back when the newest is.
       at = redis.call('ZRANGE', pkey, -1, -1, 'WITHSCORES')
     end
-    return tonumber(at[2]), head
+    return tonumber(at[2]), head, false
   end
 
   -- newest returns the score of the latest grant in the log, or nil.
