@@ -224,17 +224,18 @@ func (n *node) probe(key string, o *Outage) {
 }
 
 // answers reports whether Redis answered a round trip ended after start,
-// or answers a read of l's key now, within roundTripGrace: a round trip
-// that waited past its grace may have been this process's, starved of CPU
-// (a reply read after its deadline is lost, however soon it came), and not
-// Redis's.
+// or answers a read of l's key now, within roundTripGrace, or answered any
+// other round trip meanwhile: a round trip that waited past its grace may
+// have been this process's, starved of CPU (a reply read after its
+// deadline is lost, however soon it came), and not Redis's.
 func (b *batcher) answers(start time.Time, l *Limiter) bool {
-	if b.node.Load().lastOK.Load() > start.UnixNano() {
+	n := b.node.Load()
+	if n.lastOK.Load() > start.UnixNano() {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), roundTripGrace)
 	defer cancel()
-	return b.c.rdb.Exists(ctx, l.keys[0]).Err() == nil
+	return b.c.rdb.Exists(ctx, l.keys[0]).Err() == nil || n.lastOK.Load() > start.UnixNano()
 }
 
 // unavailable returns err wrapped in ErrUnavailable when it says that Redis

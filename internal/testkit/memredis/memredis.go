@@ -54,8 +54,8 @@ var replies sync.Map
 // epoch is the "now" of every reply.
 var epoch = time.Now().UnixMilli()
 
-// answer sets the reply of an acquire call (EVALSHA or EVAL with five keys
-// per limiter and, per limiter, a code-defined rate, the number of
+// answer sets the reply of an acquire call (EVALSHA or EVAL with three
+// keys per limiter and, per limiter, a code-defined rate, the number of
 // acquires, then permits and a member per acquire): {now}, then Remaining
 // (granted) per acquire.
 func answer(cmd redis.Cmder) error {
@@ -65,7 +65,7 @@ func answer(cmd redis.Cmder) error {
 		return unsupported(cmd)
 	}
 	keys, ok := args[2].(int)
-	if !ok || keys < 5 || keys%5 != 0 || len(args) < 3+keys {
+	if !ok || keys < 3 || keys%3 != 0 || len(args) < 3+keys {
 		return unsupported(cmd)
 	}
 	acquires := 0
