@@ -56,7 +56,7 @@ func acquireReply(v []int64, groups [][]*call) error {
 			r.Rate, r.at = rate, v[0]
 			if n := v[at]; n >= 0 {
 				r.Allowed, r.Remaining, r.ResetAfter = true, n, rate.Interval
-				r.Grant = Grant{member: cl.member}
+				r.Grant = Grant{member: cl.member, state: grantDecided}
 				at++
 				continue
 			}
