@@ -13,6 +13,7 @@ const (
 	codeOK             = 0
 	codeNotInitialized = 1
 	codeInvalidConfig  = 2
+	codeExceeds        = 3 // a semaphore's: more permits than its limit
 )
 
 // acquireReply reads the acquire script's reply v into the calls of
@@ -93,6 +94,8 @@ func replyError(v []int64) error {
 		return ErrNotInitialized
 	case codeInvalidConfig:
 		return ErrInvalidConfig
+	case codeExceeds:
+		return ErrPermitsExceedRate
 	}
 	return fmt.Errorf("core: unknown script reply code %d", v[0])
 }
