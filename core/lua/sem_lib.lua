@@ -29,8 +29,10 @@
 local OK, NOT_INITIALIZED, INVALID_CONFIG, EXCEEDS = 0, 1, 2, 3
 -- Redisson's score of a permit with no lease.
 local NO_LEASE = 922337203685477
--- How long the keys outlive the longest lease held, in ms.
-local KEEP = 10000
+-- How long the keys outlive the longest lease held, in ms; and the longest
+-- TTL they get, that of a time.Duration (292 years): permits held with no
+-- lease (NO_LEASE) are held for good.
+local KEEP, MAX_TTL = 10000, 9223372036854
 -- The most ids one command takes: Lua's stack bounds unpack.
 local CHUNK = 1000
 
@@ -94,7 +96,7 @@ local function save(v)
   local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
   local ttl = KEEP
   if last[2] then
-    ttl = math.max(tonumber(last[2]) - now, 0) + KEEP
+    ttl = math.min(math.max(tonumber(last[2]) - now, 0) + KEEP, MAX_TTL)
   end
   if not limit then
     local old = redis.call('PTTL', KEYS[1])

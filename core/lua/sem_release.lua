@@ -10,9 +10,9 @@
 -- Reply: {INVALID_CONFIG}; else {OK, released (1: an id was held with
 -- its lease running, else 0), the permits available after it}.
 
-local v, status = load()
+local v, held = load()
 if v == false then
-  return { status }
+  return { held } -- the status
 end
 local live = 0
 for i = 4, #ARGV do
@@ -32,7 +32,8 @@ if v == nil and not limit then
 end
 
 local freed = reclaim()
-local avail = available(v, redis.call('ZCARD', KEYS[2]), freed + removed, 0)
+held = held - removed - freed
+local avail = available(v, held, freed + removed, 0)
 if removed > 0 or freed > 0 or avail ~= v then
   save(avail)
 end
