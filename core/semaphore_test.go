@@ -149,6 +149,7 @@ func TestSemaphoreAtMostNHeld(t *testing.T) {
 		wg.Wait()
 		assert.LessOrEqual(t, most.Load(), int64(limit))
 		assert.Positive(t, grants.Load())
+		t.Logf("%d grants, at most %d permits held at once", grants.Load(), most.Load())
 		assert.EqualValues(t, limit, semAvailable(t, sems[0]), "every permit came back")
 		assert.Empty(t, leaseEnds(t, e, sems[0]))
 	})
@@ -427,6 +428,7 @@ func TestSemaphoreLeaseOutlivesRedis(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	c, err := core.New(rdb)
 	require.NoError(t, err)
+	require.NoError(t, c.Check(bg), "Check loads the semaphore's scripts too")
 	s := c.Semaphore(uniqueName(t), core.WithPermits(3), core.WithCallTimeout(200*time.Millisecond))
 
 	held, _ := semAcquire(t, s, 1, time.Minute)
@@ -736,4 +738,21 @@ func TestSemaphoreHashTagName(t *testing.T) {
 		assert.Equal(t, []string{e.name, "{" + e.name + "}:timeout"}, core.SemaphoreKeys(plain))
 		assert.Equal(t, "redisson_sc:{"+e.name+"}", core.SemaphoreChannel(plain))
 	})
+}
+
+// WithCallTimeout bounds a semaphore's round trips as a limiter's: a
+// Redis that answers late fails the call at the timeout, and TryAcquire
+// returns the lease it asked for.
+func TestSemaphoreCallTimeout(t *testing.T) {
+	redistest.Need(t)
+	rdb := redistest.Shared(t).Client(t)
+	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
+	c, err := core.New(rdb)
+	require.NoError(t, err)
+	s := c.Semaphore(uniqueName(t), core.WithPermits(1), core.WithCallTimeout(100*time.Millisecond))
+	start := time.Now()
+	l, _, err := s.TryAcquire(bg, 1, time.Minute)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, l.IsZero(), "the lease it asked for")
+	assert.Less(t, time.Since(start), time.Second)
 }
