@@ -38,8 +38,9 @@ if n > avail + held then
   end
   return { EXCEEDS }
 elseif avail >= n then
-  hold(5, fmt(now + tonumber(ARGV[4])))
-  avail, granted = avail - n, 1
+  -- (Ids held already, should a resend find some but not the first,
+  -- take nothing more.)
+  avail, granted = avail - hold(5, fmt(now + tonumber(ARGV[4]))), 1
 else
   -- The permits are back once n - avail more leases end: the lease at
   -- that rank, each holding one permit.
