@@ -1,4 +1,5 @@
-// Package core is a distributed rate limiter on Redis. It runs the algorithm
+// Package core is a distributed rate limiter on Redis, with a semaphore of
+// leased permits beside it (see Semaphores). It runs the algorithm
 // of Redisson's RRateLimiter, a sliding-window log, and keeps its Redis
 // layout byte for byte, so Java services using Redisson and Go services
 // using this package can share one limiter.
@@ -188,6 +189,40 @@
 //
 // A log entry costs Redis about 120 bytes, as in Redisson: a full window of
 // 100 000 permits is about 12 MB.
+//
+// # Semaphores
+//
+// Client.Semaphore returns a Semaphore: at most its permits held at once,
+// each by a lease that ends, by Redis's clock, unless it is renewed, so
+// that a process that dies holds its permits one lease at most. It keeps
+// the layout of Redisson's RPermitExpirableSemaphore, so Java and Go
+// services share one semaphore. For a semaphore named N:
+//
+//	N                  string: the permits available now
+//	{N}:timeout        sorted set: one member per permit held, its 16-byte
+//	                   random id, scored with its lease's end in Unix ms
+//	redisson_sc:{N}    the channel on which the permits available are
+//	                   published when they come back
+//
+// (N:timeout and redisson_sc:N when N has a '{'). The limit is the
+// counter plus the permits held: WithPermits gives it in code, and each
+// call then creates the semaphore or brings it back to that limit.
+//
+// Each call is one script call, through the round trips of the limiters'
+// decisions, with their timeouts, failure handling and coalescing. Each
+// takes back the permits whose lease ended, by Redis's TIME, before it
+// decides. TryAcquire never waits, and a call resent after a lost reply
+// takes nothing twice (the permits' ids come from the caller); Release and
+// Renew may be sent twice. Renew never refuses: it holds again the permits
+// Redis no longer has (restarted empty, or a lease a fallback granted when
+// TryAcquire failed), past the limit if need be, a debt that later
+// acquires wait out. Every write gives both keys a TTL, the longest lease
+// held plus 10 s, so an idle semaphore's keys expire; but a semaphore
+// without WithPermits, whose counter has no TTL (as Redisson's
+// trySetPermits writes it), keeps its keys, its only record of the limit.
+// A key of another type under its names is ErrInvalidConfig for that
+// semaphore alone. The repository's docs/redisson.md tells what is shared
+// with Redisson and where this package differs.
 //
 // # Usage
 //

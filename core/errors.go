@@ -6,17 +6,19 @@ import "errors"
 // errors wrap them with details. A denied request is not an error.
 var (
 	// ErrNotInitialized: the limiter has no rate in Redis (never set, or its
-	// keys expired) and no rate was given with WithRate.
+	// keys expired) and no rate was given with WithRate; or the semaphore
+	// has no permits in Redis and none were given with WithPermits.
 	ErrNotInitialized = errors.New("core: rate limiter is not initialized")
 	// ErrPermitsExceedRate: a call asked for more permits than the rate allows
-	// per interval, so it could never be granted.
+	// per interval, or than a semaphore's limit, so it could never be granted.
 	ErrPermitsExceedRate = errors.New("core: requested permits exceed the rate")
 	// ErrInvalidRate: a Rate that Validate rejects.
 	ErrInvalidRate = errors.New("core: invalid rate")
-	// ErrInvalidPermits: a permit count below 1 or above MaxPermits.
+	// ErrInvalidPermits: a permit count below 1 or above MaxPermits, or,
+	// for a semaphore's acquire, above 10 000 (one id per permit).
 	ErrInvalidPermits = errors.New("core: invalid permits")
-	// ErrInvalidName: a limiter name that is empty, too long, or whose Redis
-	// keys would not share one Redis Cluster hash slot.
+	// ErrInvalidName: a limiter or semaphore name that is empty, too long,
+	// or whose Redis keys would not share one Redis Cluster hash slot.
 	ErrInvalidName = errors.New("core: invalid limiter name")
 	// ErrInvalidConfig: what Redis holds under the limiter's keys is not
 	// what a limiter writes (something else wrote it): a configuration that
@@ -24,9 +26,11 @@ var (
 	// replaces; or a key that holds another type of value, which only its
 	// deletion mends (this package never overwrites it). The limiter's
 	// callers alone get this error: other limiters decided in the same
-	// round trip are not affected.
+	// round trip are not affected. So it is for a semaphore whose keys hold
+	// another type of value, or whose counter is not an integer and has no
+	// limit in code (WithPermits) to be rebuilt from.
 	ErrInvalidConfig = errors.New("core: invalid rate configuration in redis")
-	// ErrInvalidDuration: a negative or fractional-millisecond TTL.
+	// ErrInvalidDuration: a negative or fractional-millisecond TTL or lease.
 	ErrInvalidDuration = errors.New("core: invalid duration")
 	// ErrInvalidOption: an option given to New or Limiter is not valid.
 	ErrInvalidOption = errors.New("core: invalid option")

@@ -92,3 +92,31 @@ func Owed(c *Client) int64 { return c.owed.n.Load() }
 // FlushEvery is how long the Client's writer waits before it pays what
 // no call took.
 const FlushEvery = flushEvery
+
+// SemaphoreKeys returns the counter and lease keys of s.
+func SemaphoreKeys(s *Semaphore) []string { return []string{s.route.keys[0], s.route.keys[1]} }
+
+// SemaphoreChannel returns the channel s publishes on.
+func SemaphoreChannel(s *Semaphore) string { return s.channel }
+
+// NewLease returns a lease of permits new ids, as a failed TryAcquire
+// returns it.
+func NewLease(permits int64) Lease { return newLease(permits) }
+
+// LeaseIDs returns the ids of l, 16 raw bytes each.
+func LeaseIDs(l Lease) []string {
+	var ids []string
+	for i := 0; i < len(l.ids); i += leaseIDLen {
+		ids = append(ids, l.ids[i:i+leaseIDLen])
+	}
+	return ids
+}
+
+// AcquireLease is TryAcquire with the ids of l, as a resend of an earlier
+// call would carry them.
+func AcquireLease(ctx context.Context, s *Semaphore, l Lease, lease time.Duration) (Lease, Result, error) {
+	if err := s.check(lease); err != nil {
+		return Lease{}, Result{}, err
+	}
+	return s.acquire(ctx, l, lease)
+}

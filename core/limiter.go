@@ -60,21 +60,31 @@ func WithRate(r Rate) LimiterOption {
 	})
 }
 
-// WithCallTimeout bounds every round trip to Redis made by the limiter to d,
-// on top of the context's own deadline. Waits in TryAcquireWithin and
-// Acquire are not round trips: they end with the context or their maximum
-// wait, and each attempt they make gets its own d. A call that runs out of
-// time returns an error wrapping context.DeadlineExceeded. The default, 0,
-// leaves the context alone.
-func WithCallTimeout(d time.Duration) LimiterOption {
-	return limiterOptionFunc(func(l *Limiter) error {
-		if d < 0 {
-			return fmt.Errorf("%w: negative call timeout %v", ErrInvalidOption, d)
-		}
-		l.timeout = d
-		return nil
-	})
+// WithCallTimeout bounds every round trip to Redis made by the limiter, or
+// the semaphore, to d, on top of the context's own deadline. Waits in
+// TryAcquireWithin and Acquire are not round trips: they end with the
+// context or their maximum wait, and each attempt they make gets its own d.
+// A call that runs out of time returns an error wrapping
+// context.DeadlineExceeded. The default, 0, leaves the context alone.
+func WithCallTimeout(d time.Duration) interface {
+	LimiterOption
+	SemaphoreOption
+} {
+	return callTimeout(d)
 }
+
+// callTimeout is WithCallTimeout's option, for a Limiter or a Semaphore.
+type callTimeout time.Duration
+
+func (d callTimeout) apply(l *Limiter) error {
+	if d < 0 {
+		return fmt.Errorf("%w: negative call timeout %v", ErrInvalidOption, time.Duration(d))
+	}
+	l.timeout = time.Duration(d)
+	return nil
+}
+
+func (d callTimeout) applySemaphore(s *Semaphore) error { return d.apply(s.route) }
 
 // Limiter returns the limiter called name (after the Client's key prefix).
 // It does no I/O. An invalid name or option is reported by every call made

@@ -13,6 +13,7 @@ const (
 	codeOK             = 0
 	codeNotInitialized = 1
 	codeInvalidConfig  = 2
+	codeExceeds        = 3 // a semaphore's: more permits than its limit
 )
 
 // acquireReply reads the acquire script's reply v into the calls of
@@ -57,7 +58,7 @@ func acquireReply(v []int64, groups [][]*call) error {
 			r.Rate, r.at = rate, v[0]
 			if n := v[at]; n >= 0 {
 				r.Allowed, r.Remaining, r.ResetAfter = true, n, rate.Interval
-				r.Grant = Grant{member: cl.member}
+				r.Grant = Grant{member: cl.member, state: grantDecided}
 				at++
 				continue
 			}
@@ -97,6 +98,8 @@ func replyError(v []int64) error {
 		return ErrNotInitialized
 	case codeInvalidConfig:
 		return ErrInvalidConfig
+	case codeExceeds:
+		return ErrPermitsExceedRate
 	}
 	return fmt.Errorf("core: unknown script reply code %d", v[0])
 }

@@ -7,6 +7,16 @@ import (
 )
 
 // Result is the outcome of one acquire decision.
+//
+// For a Semaphore's TryAcquire, Allowed reports whether the permits were
+// granted, Remaining is the number of permits available after the call (0
+// while the semaphore has a debt), and RetryAfter, when refused, is the
+// time until enough leases end for the permits asked, by Redis's clock: if
+// no lease is renewed or released and no one takes the permits first,
+// never early; zero when it is not known (permits held with no lease,
+// which only a Redisson client takes). The other fields are zero: a
+// semaphore has no rate, its Lease takes the place of Grant, and it has no
+// denial cache.
 type Result struct {
 	// Allowed reports whether the permits were granted.
 	Allowed bool

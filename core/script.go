@@ -45,6 +45,16 @@ var (
 	luaDelete string
 	//go:embed lua/charge.lua
 	luaCharge string
+	//go:embed lua/sem_lib.lua
+	luaSemLib string
+	//go:embed lua/sem_acquire.lua
+	luaSemAcquire string
+	//go:embed lua/sem_release.lua
+	luaSemRelease string
+	//go:embed lua/sem_renew.lua
+	luaSemRenew string
+	//go:embed lua/sem_available.lua
+	luaSemAvailable string
 
 	scriptAcquire    = newScript("acquire", luaLib+luaAcquire, true)
 	scriptAvailable  = newScript("available", luaLib+luaAvailable, true)
@@ -55,11 +65,19 @@ var (
 	scriptConfig     = newScript("config", luaLib+luaConfig, false)
 	scriptExpire     = newScript("expire", luaExpire, false)
 	scriptDelete     = newScript("delete", luaDelete, false)
+
+	// The semaphore's: lib.lua for the clock, then sem_lib.lua. They take
+	// the two keys a semaphore declares (see Semaphore).
+	scriptSemAcquire   = newScript("semaphore acquire", luaLib+luaSemLib+luaSemAcquire, true)
+	scriptSemRelease   = newScript("semaphore release", luaLib+luaSemLib+luaSemRelease, true)
+	scriptSemRenew     = newScript("semaphore renew", luaLib+luaSemLib+luaSemRenew, true)
+	scriptSemAvailable = newScript("semaphore available", luaLib+luaSemLib+luaSemAvailable, true)
 )
 
 // scripts are all of them, for Client.Check.
 var scripts = []*script{scriptAcquire, scriptAvailable, scriptRelease, scriptTrySetRate, scriptSetRate,
-	scriptConfig, scriptCharge, scriptExpire, scriptDelete}
+	scriptConfig, scriptCharge, scriptExpire, scriptDelete,
+	scriptSemAcquire, scriptSemRelease, scriptSemRenew, scriptSemAvailable}
 
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a
 // script it does not have.

@@ -1,0 +1,17 @@
+-- Redisson RPermitExpirableSemaphore release / tryRelease (single permit id) script (redisson/redisson, RedissonPermitExpirableSemaphore.java, Apache License 2.0), reproduced unchanged for the interoperability test only: it is run beside redlimit's scripts on the same keys. Not part of the library.
+-- Upstream commit: 66863978b4a92093b97c1f8c96f182a77e81d50e (redisson/redisson HEAD as fetched; = redisson-4.7.0 + 62 commits).
+-- Source: redisson/src/main/java/org/redisson/RedissonPermitExpirableSemaphore.java, lines 611-632, public RFuture<Boolean> tryReleaseAsync(String permitId), used by release(String), tryRelease(String) and their async forms; run with commandExecutor.syncedEvalWithRetry(getRawName(), LongCodec.INSTANCE, RedisCommands.EVAL_BOOLEAN, ...).
+-- The script text has been byte-identical since redisson-3.41.0 (2024-12-23).
+-- Key names: N = the semaphore name as given to getPermitExpirableSemaphore(name) after the NameMapper (identity by default); T = timeout zset = "{" .. N .. "}:timeout", or N .. ":timeout" if N contains '{'; C = channel = "redisson_sc:{" .. N .. "}", or "redisson_sc:" .. N if N contains '{'.
+-- KEYS[1] = N
+-- KEYS[2] = C (note: channel before the zset here)
+-- KEYS[3] = T
+-- ARGV[1] = the permit id, a permit id as 16 raw bytes (Java ByteBufUtil.decodeHexDump of the 32-char lowercase hex id the API returns)
+-- ARGV[2] = "1" (permits given back)
+-- ARGV[3] = now, client clock: Java System.currentTimeMillis() of the caller, decimal ms since epoch
+-- ARGV[4] = publish command: "PUBLISH", or "SPUBLISH" when Redisson runs against a Redis 7+ cluster with sharded pub/sub (ShardedSubscriptionMode AUTO/ON)
+-- Returns: 1 when a live permit was released; 0 when the id is not in T, or was in T but already expired (score <= ARGV[3]): in that last case it IS removed and its permit IS given back, yet 0 is returned (Java: tryRelease -> false, release -> IllegalArgumentException).
+-- Publishes to C: the new value of N after the INCRBY, unconditionally (even if <= 0). Does not reclaim other expired permits.
+-- Encoding: every ARGV is sent as its decimal/UTF-8 text except permit ids, which are raw bytes.
+-- The script proper is the last line of this file, without the final newline: exactly the string Redisson sends with EVAL; its SHA1 (what Redisson sends with EVALSHA when useScriptCache is on) is 4ce079451bee2993ce00c8a4e205b536c6ccad67.
+local expire = redis.call('zscore', KEYS[3], ARGV[1]);local removed = redis.call('zrem', KEYS[3], ARGV[1]);if tonumber(removed) ~= 1 then return 0;end;local value = redis.call('incrby', KEYS[1], ARGV[2]); redis.call(ARGV[4], KEYS[2], value); if tonumber(expire) <= tonumber(ARGV[3]) then return 0;end;return 1;

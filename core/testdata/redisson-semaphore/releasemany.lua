@@ -1,0 +1,17 @@
+-- Redisson RPermitExpirableSemaphore release / tryRelease (list of permit ids) script (redisson/redisson, RedissonPermitExpirableSemaphore.java, Apache License 2.0), reproduced unchanged for the interoperability test only: it is run beside redlimit's scripts on the same keys. Not part of the library.
+-- Upstream commit: 66863978b4a92093b97c1f8c96f182a77e81d50e (redisson/redisson HEAD as fetched; = redisson-4.7.0 + 62 commits).
+-- Source: redisson/src/main/java/org/redisson/RedissonPermitExpirableSemaphore.java, lines 634-674, public RFuture<Integer> tryReleaseAsync(List<String> permitsIds), used by release(List), tryRelease(List) and their async forms; run with commandExecutor.syncedEvalWithRetry(getRawName(), LongCodec.INSTANCE, RedisCommands.EVAL_INTEGER, ...).
+-- The script text has been byte-identical since redisson-3.41.0 (2024-12-23).
+-- Key names: N = the semaphore name as given to getPermitExpirableSemaphore(name) after the NameMapper (identity by default); T = timeout zset = "{" .. N .. "}:timeout", or N .. ":timeout" if N contains '{'; C = channel = "redisson_sc:{" .. N .. "}", or "redisson_sc:" .. N if N contains '{'.
+-- KEYS[1] = N
+-- KEYS[2] = C
+-- KEYS[3] = T
+-- ARGV[1] = number of ids (decimal; not read by the script)
+-- ARGV[2] = now, client clock: Java System.currentTimeMillis() of the caller, decimal ms since epoch
+-- ARGV[3] = publish command: "PUBLISH", or "SPUBLISH" when Redisson runs against a Redis 7+ cluster with sharded pub/sub (ShardedSubscriptionMode AUTO/ON)
+-- ARGV[4..] = the permit ids, each a permit id as 16 raw bytes (Java ByteBufUtil.decodeHexDump of the 32-char lowercase hex id the API returns)
+-- Returns: number of ids removed (Java release(List) throws IllegalArgumentException unless it equals the list size); 0 and no change at all if any id is absent or expired.
+-- Publishes to C: after reclaiming ALL expired permits, the new value of N if > 0; then, unconditionally, the number of permits released (not the new value of N).
+-- Encoding: every ARGV is sent as its decimal/UTF-8 text except permit ids, which are raw bytes.
+-- The script proper is the last line of this file, without the final newline: exactly the string Redisson sends with EVAL; its SHA1 (what Redisson sends with EVALSHA when useScriptCache is on) is cf3ab77b1c0ae1226ae0e06e5cb18ee75f56c96b.
+for i = 4, #ARGV, 1 do local expire = redis.call('zscore', KEYS[3], ARGV[i]);if expire== false or tonumber(expire) <= tonumber(ARGV[2]) then return 0;end; end; local expiredIds = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2], 'limit', 0, -1); if #expiredIds > 0 then redis.call('zrem', KEYS[3], unpack(expiredIds)); local value = redis.call('incrby', KEYS[1], #expiredIds); if tonumber(value) > 0 then redis.call(ARGV[3], KEYS[2], value); end; end; local keys = {}; for i = 4, #ARGV, 1 do table.insert(keys, ARGV[i]); end; local removed = redis.call('zrem', KEYS[3], unpack(keys)); redis.call('incrby', KEYS[1], removed); redis.call(ARGV[3], KEYS[2], removed); return removed;

@@ -1,0 +1,15 @@
+-- Redisson RPermitExpirableSemaphore setPermits script (redisson/redisson, RedissonPermitExpirableSemaphore.java, Apache License 2.0), reproduced unchanged for the interoperability test only: it is run beside redlimit's scripts on the same keys. Not part of the library.
+-- Upstream commit: 66863978b4a92093b97c1f8c96f182a77e81d50e (redisson/redisson HEAD as fetched; = redisson-4.7.0 + 62 commits).
+-- Source: redisson/src/main/java/org/redisson/RedissonPermitExpirableSemaphore.java, lines 822-840, public RFuture<Void> setPermitsAsync(int permits); run with commandExecutor.syncedEvalWithRetry(getRawName(), LongCodec.INSTANCE, RedisCommands.EVAL_VOID, ...).
+-- The script text has been byte-identical since redisson-3.41.0 (2024-12-23).
+-- Key names: N = the semaphore name as given to getPermitExpirableSemaphore(name) after the NameMapper (identity by default); T = timeout zset = "{" .. N .. "}:timeout", or N .. ":timeout" if N contains '{'; C = channel = "redisson_sc:{" .. N .. "}", or "redisson_sc:" .. N if N contains '{'.
+-- KEYS[1] = N
+-- KEYS[2] = C
+-- KEYS[3] = T
+-- ARGV[1] = the new total number of permits (decimal int)
+-- ARGV[2] = publish command: "PUBLISH", or "SPUBLISH" when Redisson runs against a Redis 7+ cluster with sharded pub/sub (ShardedSubscriptionMode AUTO/ON)
+-- Effect: if N is absent, SET N ARGV[1]; else INCRBY N by ARGV[1] - (N + ZCOUNT T 0 +inf) (expired-but-unreclaimed members count as held); N may go negative.
+-- Returns: nothing. Publishes to C: ARGV[1] (the new total, not the new available count), unless nothing changed.
+-- Encoding: every ARGV is sent as its decimal/UTF-8 text except permit ids, which are raw bytes.
+-- The script proper is the last line of this file, without the final newline: exactly the string Redisson sends with EVAL; its SHA1 (what Redisson sends with EVALSHA when useScriptCache is on) is 494d8561fee0cdb033f6c28d74c052c52189a578.
+local available = redis.call('get', KEYS[1]); if (available == false) then redis.call('set', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return;end;local acquired = redis.call('zcount', KEYS[3], 0, '+inf'); local maximum = (acquired == false and 0 or acquired) + tonumber(available); if (maximum == tonumber(ARGV[1])) then return;end;redis.call('incrby', KEYS[1], tonumber(ARGV[1]) - maximum); redis.call(ARGV[2], KEYS[2], ARGV[1]);

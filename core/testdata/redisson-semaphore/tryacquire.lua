@@ -1,0 +1,19 @@
+-- Redisson RPermitExpirableSemaphore tryAcquire (every acquire/tryAcquire variant; one attempt) script (redisson/redisson, RedissonPermitExpirableSemaphore.java, Apache License 2.0), reproduced unchanged for the interoperability test only: it is run beside redlimit's scripts on the same keys. Not part of the library.
+-- Upstream commit: 66863978b4a92093b97c1f8c96f182a77e81d50e (redisson/redisson HEAD as fetched; = redisson-4.7.0 + 62 commits).
+-- Source: redisson/src/main/java/org/redisson/RedissonPermitExpirableSemaphore.java, lines 370-422, private RFuture<List<String>> tryAcquireAsync(List<String> ids, long timeoutDate); run with commandExecutor.syncedEvalNoRetry(getRawName(), ByteArrayCodec.INSTANCE, RedisCommands.EVAL_STRING, ...).
+-- The script text has been byte-identical since redisson-3.41.0 (2024-12-23).
+-- Key names: N = the semaphore name as given to getPermitExpirableSemaphore(name) after the NameMapper (identity by default); T = timeout zset = "{" .. N .. "}:timeout", or N .. ":timeout" if N contains '{'; C = channel = "redisson_sc:{" .. N .. "}", or "redisson_sc:" .. N if N contains '{'.
+-- KEYS[1] = N (string: available permit count)
+-- KEYS[2] = T (zset: member = permit id, score = lease expiry in epoch ms)
+-- KEYS[3] = C (pub/sub channel)
+-- ARGV[1] = number of permits wanted = number of ids passed in ARGV[6..] (decimal)
+-- ARGV[2] = expiry score for the new ids: client System.currentTimeMillis() + leaseTime in ms, or 922337203685477 when no lease (leaseTime == -1)
+-- ARGV[3] = now, client clock: Java System.currentTimeMillis() of the caller, decimal ms since epoch; members with score <= now are reclaimed, at most ARGV[1] of them per call
+-- ARGV[4] = "922337203685477" (nonExpirableTimeout), compared as a string with the lowest score
+-- ARGV[5] = publish command: "PUBLISH", or "SPUBLISH" when Redisson runs against a Redis 7+ cluster with sharded pub/sub (ShardedSubscriptionMode AUTO/ON)
+-- ARGV[6..5+ARGV[1]] = the new permit ids, each a permit id as 16 raw bytes (Java ByteBufUtil.decodeHexDump of the 32-char lowercase hex id the API returns); one id = one permit
+-- Returns: bulk "OK" when acquired (Java then returns its own hex ids); ":" .. lowest-score (as Redis formats it) when not acquired and the earliest-expiring permit has a lease (Java parses it with Long.parseLong and waits until then); nil when not acquired otherwise (T empty, or its lowest score is 922337203685477, i.e. every held permit is lease-less).
+-- Publishes to C: the new value of N after reclaiming expired permits, if it is > 0.
+-- Encoding: every ARGV is sent as its decimal/UTF-8 text except permit ids, which are raw bytes.
+-- The script proper is the last line of this file, without the final newline: exactly the string Redisson sends with EVAL; its SHA1 (what Redisson sends with EVALSHA when useScriptCache is on) is 992c96b09a3d8ea0b37f5dc12e5347a44d93909d.
+local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); local value = redis.call('incrby', KEYS[1], #expiredIds); if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); end;end; local value = redis.call('get', KEYS[1]); if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then redis.call('decrby', KEYS[1], ARGV[1]); for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); end; local ttl = redis.call('pttl', KEYS[1]); if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end; return 'OK'; end; local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); end return nil;

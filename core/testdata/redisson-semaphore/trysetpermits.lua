@@ -1,0 +1,14 @@
+-- Redisson RPermitExpirableSemaphore trySetPermits script (redisson/redisson, RedissonPermitExpirableSemaphore.java, Apache License 2.0), reproduced unchanged for the interoperability test only: it is run beside redlimit's scripts on the same keys. Not part of the library.
+-- Upstream commit: 66863978b4a92093b97c1f8c96f182a77e81d50e (redisson/redisson HEAD as fetched; = redisson-4.7.0 + 62 commits).
+-- Source: redisson/src/main/java/org/redisson/RedissonPermitExpirableSemaphore.java, lines 842-854, public RFuture<Boolean> trySetPermitsAsync(int permits); run with commandExecutor.syncedEvalWithRetry(getRawName(), LongCodec.INSTANCE, RedisCommands.EVAL_BOOLEAN, ...).
+-- The script text has been byte-identical since redisson-3.41.0 (2024-12-23).
+-- Key names: N = the semaphore name as given to getPermitExpirableSemaphore(name) after the NameMapper (identity by default); T = timeout zset = "{" .. N .. "}:timeout", or N .. ":timeout" if N contains '{'; C = channel = "redisson_sc:{" .. N .. "}", or "redisson_sc:" .. N if N contains '{'.
+-- KEYS[1] = N
+-- KEYS[2] = C
+-- ARGV[1] = permits (decimal int)
+-- ARGV[2] = publish command: "PUBLISH", or "SPUBLISH" when Redisson runs against a Redis 7+ cluster with sharded pub/sub (ShardedSubscriptionMode AUTO/ON)
+-- Returns: 1 and SET N ARGV[1] (plain SET: no TTL) if N did not exist, else 0. T is not looked at.
+-- Publishes to C: ARGV[1] when it sets N.
+-- Encoding: every ARGV is sent as its decimal/UTF-8 text except permit ids, which are raw bytes.
+-- The script proper is the last line of this file, without the final newline: exactly the string Redisson sends with EVAL; its SHA1 (what Redisson sends with EVALSHA when useScriptCache is on) is 241ce4e87e652b4f9b39d33cbcd7df9ee8ed906c.
+local value = redis.call('get', KEYS[1]); if (value == false) then redis.call('set', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1;end;return 0;

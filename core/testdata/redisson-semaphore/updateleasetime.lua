@@ -1,0 +1,17 @@
+-- Redisson RPermitExpirableSemaphore updateLeaseTime script (redisson/redisson, RedissonPermitExpirableSemaphore.java, Apache License 2.0), reproduced unchanged for the interoperability test only: it is run beside redlimit's scripts on the same keys. Not part of the library.
+-- Upstream commit: 66863978b4a92093b97c1f8c96f182a77e81d50e (redisson/redisson HEAD as fetched; = redisson-4.7.0 + 62 commits).
+-- Source: redisson/src/main/java/org/redisson/RedissonPermitExpirableSemaphore.java, lines 875-897, public RFuture<Boolean> updateLeaseTimeAsync(String permitId, long leaseTime, TimeUnit unit); run with commandExecutor.syncedEvalWithRetry(getRawName(), LongCodec.INSTANCE, RedisCommands.EVAL_BOOLEAN, ...).
+-- The script text has been byte-identical since redisson-3.41.0 (2024-12-23).
+-- Key names: N = the semaphore name as given to getPermitExpirableSemaphore(name) after the NameMapper (identity by default); T = timeout zset = "{" .. N .. "}:timeout", or N .. ":timeout" if N contains '{'; C = channel = "redisson_sc:{" .. N .. "}", or "redisson_sc:" .. N if N contains '{'.
+-- KEYS[1] = N
+-- KEYS[2] = T
+-- KEYS[3] = C
+-- ARGV[1] = the permit id, a permit id as 16 raw bytes (Java ByteBufUtil.decodeHexDump of the 32-char lowercase hex id the API returns)
+-- ARGV[2] = new expiry score: client System.currentTimeMillis() + leaseTime in ms, or 922337203685477 when leaseTime == -1
+-- ARGV[3] = now, client clock: Java System.currentTimeMillis() of the caller, decimal ms since epoch
+-- ARGV[4] = publish command: "PUBLISH", or "SPUBLISH" when Redisson runs against a Redis 7+ cluster with sharded pub/sub (ShardedSubscriptionMode AUTO/ON)
+-- Returns: 1 and ZADD T ARGV[2] id if the id is still held after reclaiming all expired permits; else 0.
+-- Publishes to C: the new value of N if expired permits were reclaimed and it is > 0.
+-- Encoding: every ARGV is sent as its decimal/UTF-8 text except permit ids, which are raw bytes.
+-- The script proper is the last line of this file, without the final newline: exactly the string Redisson sends with EVAL; its SHA1 (what Redisson sends with EVALSHA when useScriptCache is on) is 2298b02cc67a89f2a638e47503db3675c73d77f5.
+local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1); if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); local value = redis.call('incrby', KEYS[1], #expiredIds); if tonumber(value) > 0 then redis.call(ARGV[4], KEYS[3], value); end;end; local value = redis.call('zscore', KEYS[2], ARGV[1]); if (value ~= false) then redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]); return 1;end;return 0;
