@@ -92,3 +92,14 @@ func Owed(c *Client) int64 { return c.owed.n.Load() }
 // FlushEvery is how long the Client's writer waits before it pays what
 // no call took.
 const FlushEvery = flushEvery
+
+// QuotaBounds returns the period of q that holds t: its start and the
+// start of the next, in q's location.
+func QuotaBounds(q Quota, t time.Time) (start, end time.Time) {
+	loc := q.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	s, e := q.bounds(t.UnixMilli())
+	return time.UnixMilli(s).In(loc), time.UnixMilli(e).In(loc)
+}
