@@ -249,8 +249,12 @@ func (q *ledger) paid(pays []*call) {
 
 // unanswered reports whether err says that Redis did not answer a call:
 // it failed (refused, or no answer in time), or the call was not sent;
-// not an error of the script's own.
+// not an error of the script's own (a limiter's keys holding what no
+// limiter wrote, a stored rate missing).
 func unanswered(err error) bool {
+	if errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrNotInitialized) {
+		return false
+	}
 	var reply redis.Error
 	return !errors.As(err, &reply) || refusal(reply.Error())
 }
