@@ -45,12 +45,17 @@ type Result struct {
 }
 
 // A Grant identifies the permits that one acquire took: its entry in the
-// limiter's log. Limiter.Refund gives exactly those back, and
-// Limiter.Settle changes them to the request's real cost.
+// limiter's log (of a quota: its permits in a period's count).
+// Limiter.Refund gives exactly those back, and Limiter.Settle changes them
+// to the request's real cost.
 type Grant struct {
 	member string
 	at     int64      // when the acquire was made, by the local clock, in Unix milliseconds
 	state  grantState // what Redis knows of it
+	// period is the start of a quota's period that Redis counted the
+	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
+	// for a grant Redis did not decide (found from at when needed).
+	period int64
 }
 
 // grantState is what Redis knows of a grant: the answer of the call that

@@ -45,11 +45,14 @@ var (
 	luaDelete string
 	//go:embed lua/charge.lua
 	luaCharge string
+	//go:embed lua/quota.lua
+	luaQuota string
 
 	scriptAcquire    = newScript("acquire", luaLib+luaAcquire, true)
 	scriptAvailable  = newScript("available", luaLib+luaAvailable, true)
 	scriptRelease    = newScript("release", luaLib+luaRelease, true)
 	scriptCharge     = newScript("charge", luaLib+luaCharge, true)
+	scriptQuota      = newScript("quota", luaLib+luaQuota, true)
 	scriptTrySetRate = newScript("try set rate", luaLib+luaTrySetRate, false)
 	scriptSetRate    = newScript("set rate", luaLib+luaSetRate, false)
 	scriptConfig     = newScript("config", luaLib+luaConfig, false)
@@ -59,7 +62,7 @@ var (
 
 // scripts are all of them, for Client.Check.
 var scripts = []*script{scriptAcquire, scriptAvailable, scriptRelease, scriptTrySetRate, scriptSetRate,
-	scriptConfig, scriptCharge, scriptExpire, scriptDelete}
+	scriptConfig, scriptCharge, scriptQuota, scriptExpire, scriptDelete}
 
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a
 // script it does not have.
