@@ -385,6 +385,9 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 // refund of a grant whose acquire got no decision (its Result had an
 // error): it waits until that acquire's script, should it run late, has
 // run, or follows the grant's Charge; it reports false and no error.
+//
+// On a quota (WithQuota), the permits go back to the count of the grant's
+// period, if it is still current; the count never goes below 0.
 func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 	return l.settle(ctx, grant, 0, "refund")
 }
@@ -409,6 +412,11 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 // once. A Client keeps at most 100 000 such changes, the oldest going
 // first. A Redisson client sharing the limiter sees a debt as a negative
 // number of available permits: it is denied until the debt is paid.
+//
+// On a quota (WithQuota), a grant counts in the period of its time, by
+// Redis's clock, if that period is still current when the Client writes
+// it, and once if the counter remembers it (see the package
+// documentation, Quotas).
 func (l *Limiter) Charge(grants ...Grant) {
 	if l.err != nil {
 		return
@@ -438,7 +446,9 @@ func (l *Limiter) owns(g Grant) bool {
 // it again, or after Refund, or after its window passed, changes nothing
 // and reports false, so a Settle resent after a lost reply settles once.
 // A settle that Redis cannot take now is kept and made later, as a refund
-// is (see Refund).
+// is (see Refund). On a quota (WithQuota), the difference changes the
+// count of the grant's period, if it is still current: past the limit, a
+// debt that refuses every acquire until the period ends.
 func (l *Limiter) Settle(ctx context.Context, grant Grant, permits int64) (bool, error) {
 	if permits < 0 || permits > MaxPermits {
 		return false, fmt.Errorf("%w: %d not in [0, %d]", ErrInvalidPermits, permits, int64(MaxPermits))

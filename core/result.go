@@ -24,7 +24,8 @@ type Result struct {
 	// and the limiter is full again.
 	ResetAfter time.Duration
 	// Rate is the rate in force: the one given with WithRate, else the one
-	// stored in Redis.
+	// stored in Redis. Of a quota (WithQuota), its Limit as Permits per
+	// the length of the current period as Interval.
 	Rate Rate
 	// Grant identifies the permits this call took, for Limiter.Refund and
 	// Limiter.Settle. It is zero when Redis denied the call. When the call
