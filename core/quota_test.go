@@ -263,6 +263,21 @@ func TestQuotaOwedRefunds(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		assert.EqualValues(t, 10, available(t, l), "the grant that ran is given back, the one that did not changes nothing")
 		assert.Zero(t, core.Owed(c))
+
+		// A local fallback's grant, charged, then refunded before Redis
+		// answers again: nothing counts. Refunded without a charge:
+		// nothing is given back.
+		local := core.QuotaGrantAt(2, time.Now())
+		l.Charge(local)
+		ok, err = l.Refund(bg, local)
+		require.NoError(t, err)
+		assert.False(t, ok, "kept, after its charge")
+		_, err = l.Refund(bg, core.QuotaGrantAt(3, time.Now()))
+		require.NoError(t, err)
+		require.True(t, tryAcquire(t, l, 1))
+		assert.EqualValues(t, 9, available(t, l), "the charge and its refund, then the acquire")
+		assert.Zero(t, core.Owed(c))
+		time.Sleep(2 * core.FlushEvery) // the Client's writer ends with the bubble
 	})
 }
 
