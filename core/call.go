@@ -33,9 +33,10 @@ type call struct {
 // keys returns the keys, of its limiter's five, that cl's script takes:
 // those its limiter declares (see declared), but for the scripts that set
 // a rate or act on every key (SetRate, Expire, Delete...), which take all
-// five.
+// five on a rate's limiter. A quota's limiter has one key, its counter,
+// for every script.
 func (cl *call) keys() []uint8 {
-	if cl.s.declared {
+	if cl.s.declared || cl.l.quota != nil {
 		return cl.l.decl
 	}
 	return allKeys

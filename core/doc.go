@@ -2,7 +2,8 @@
 // leased permits beside it (see Semaphores). It runs the algorithm
 // of Redisson's RRateLimiter, a sliding-window log, and keeps its Redis
 // layout byte for byte, so Java services using Redisson and Go services
-// using this package can share one limiter.
+// using this package can share one limiter. It also counts calendar
+// quotas (see Quotas).
 //
 // # Algorithm
 //
@@ -148,6 +149,49 @@
 // permission missing, a read-only replica, Redis loading its data, or
 // scripting disabled. It changes nothing: a Client decides as soon as Redis
 // answers.
+//
+// # Quotas
+//
+// A limiter given WithQuota counts a Quota instead of a rate: Limit
+// permits per calendar Period (a Day, an ISO Week from Monday, a Month) in
+// the quota's time zone, so that a Day is 23 or 25 hours when its clocks
+// change and a Month is as long as the calendar says. Redis's clock
+// decides the period: the Client computes the periods of the time zone
+// and sends a call with the one that holds its estimate of Redis's time;
+// a script that finds Redis's time outside it writes nothing and answers
+// with that time, and the call is sent again in Redis's period. A
+// refusal's RetryAfter is the time until the next period begins.
+//
+// A quota's limiter keeps one string in Redis, whatever its limit:
+//
+//	{N}:quota    "<period start, Unix ms>:<permits counted>:<its last six grants>"
+//
+// (N:quota when N has a {hash tag}), about 180 bytes of Redis memory
+// (MEMORY USAGE, for a 32-byte name) however many grants it counted. It
+// expires a minute after its period ends, and a counter of a period that
+// has ended counts as zero. The acquire, refund, settle or charge that
+// changes it is one script call, which reads it first: a key of another
+// type, or a string that no limiter wrote, fails that limiter's calls
+// with ErrInvalidConfig, and is left as it is.
+//
+// A counter in constant memory cannot remember every grant, so a quota's
+// idempotency is bounded. The counter remembers the last six grants of
+// its period (a 6-byte id and the permits of each, and whether it was
+// settled): a resend of an acquire, settle, refund or charge of one of
+// them changes nothing more; one that reaches Redis after six later grants
+// counts again. A refund or settle of a grant that the counter no longer
+// remembers is made, once its acquire was answered, and the grant is
+// remembered as settled; that of a grant whose acquire got no answer is
+// made only if the counter remembers the grant, since the acquire may
+// never have run: the refund of such a grant after six later grants is
+// lost, and the quota counts it. A charge counts unless the counter
+// remembers its grant. Refund, Settle and Charge change the count of
+// their grant's period while it is current, past the limit if need be (a
+// debt that refuses every acquire until the period ends); the Client's
+// ledger keeps what it owes a quota as it does a rate's, and drops it
+// when its period ends. Release is not idempotent. Unlike a rate's, a
+// quota's grants are not written into a new master after a failover: the
+// grants that had not reached its replica are not counted there.
 //
 // # Cost
 //

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
 )
 
@@ -119,4 +120,45 @@ func AcquireLease(ctx context.Context, s *Semaphore, l Lease, lease time.Duratio
 		return Lease{}, Result{}, err
 	}
 	return s.acquire(ctx, l, lease)
+}
+
+// QuotaBounds returns the period of q that holds t: its start and the
+// start of the next, in q's location.
+func QuotaBounds(q Quota, t time.Time) (start, end time.Time) {
+	loc := q.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	s, e := q.bounds(t.UnixMilli())
+	return time.UnixMilli(s).In(loc), time.UnixMilli(e).In(loc)
+}
+
+// QuotaGrantAt returns a quota's grant of permits made at, by the local
+// clock, as a failed acquire on a quota returns it.
+func QuotaGrantAt(permits int64, at time.Time) Grant {
+	return Grant{member: newQuotaMember(permits), at: at.UnixMilli(), state: grantUnsent}
+}
+
+// QuotaMargin is how long a quota's counter outlives its period.
+const QuotaMargin = time.Minute
+
+// Lost returns g as the grant of an acquire that got no answer in time,
+// whose script may or may not have run.
+func Lost(g Grant) Grant {
+	g.state, g.period = grantLost, 0
+	return g
+}
+
+// QuotaAcquireAgain sends the acquire that returned g again, as go-redis
+// resends a call whose reply was lost.
+func QuotaAcquireAgain(ctx context.Context, l *Limiter, g Grant) (Result, error) {
+	q, err := l.quotaCall(ctx, "acquire", int64(permitsOf(g.member)), g.member)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Allowed: q.v[2] == 1, Remaining: q.v[3]}, nil
+}
+
+func permitsOf(member string) uint32 {
+	return binary.LittleEndian.Uint32([]byte(member[len(member)-4:]))
 }

@@ -20,6 +20,7 @@ type Limiter struct {
 	decl    []uint8       // the keys its decisions declare (see declared)
 	err     error         // a bad name or option, returned by every call
 	coded   *codedRate    // the rate given with WithRate, or nil
+	quota   *codedQuota   // the quota given with WithQuota, or nil
 	timeout time.Duration // bound of each round trip, when > 0
 	slot    uint16        // the Cluster hash slot of its keys, when batched per slot
 }
@@ -108,6 +109,14 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 			return l
 		}
 	}
+	if l.quota != nil {
+		if l.coded != nil {
+			l.err = fmt.Errorf("%w: a limiter counts a rate (WithRate) or a quota (WithQuota), not both", ErrInvalidOption)
+			return l
+		}
+		l.keys[0], l.decl = quotaKey(l.name), quotaKeys
+		return l
+	}
 	l.decl = declared(l.coded)
 	return l
 }
@@ -137,7 +146,8 @@ func declared(coded *codedRate) []uint8 {
 }
 
 // Name returns the limiter's name in Redis: the Client's key prefix and the
-// name given to Limiter. It is the key of the limiter's config hash.
+// name given to Limiter. It is the key of a rate's config hash (a quota's
+// counter is named after it: see WithQuota).
 func (l *Limiter) Name() string { return l.name }
 
 // TrySetRate stores r as the limiter's rate if the limiter has none, and
@@ -196,8 +206,11 @@ func (l *Limiter) stored(r Rate) Rate {
 // Config returns the rate stored in Redis, or an error wrapping
 // ErrNotInitialized when there is none.
 func (l *Limiter) Config(ctx context.Context) (Rate, error) {
-	if l.err != nil {
+	switch {
+	case l.err != nil:
 		return Rate{}, l.err
+	case l.quota != nil:
+		return Rate{}, l.noRate()
 	}
 	v, err := l.eval(ctx, scriptConfig, nil)
 	if err != nil {
@@ -222,6 +235,9 @@ func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error)
 }
 
 func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
+	if l.quota != nil {
+		return l.acquireQuota(ctx, permits)
+	}
 	sent := time.Now()
 	rate := l.scriptRate()
 	if dc := l.c.denials; dc != nil {
@@ -344,12 +360,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 // grants that held them no longer count, so they are never credited twice.
 // The most recent grants are released first. Permits beyond those held are
 // ignored: a limiter never holds more than its rate. Release is not
-// idempotent: a call resent after a lost reply releases twice.
+// idempotent: a call resent after a lost reply releases twice. On a quota
+// (WithQuota), it takes permits off the current period's count, down to 0
+// at most.
 func (l *Limiter) Release(ctx context.Context, permits int64) error {
 	if err := l.checkPermits(permits); err != nil {
 		return err
 	}
 	defer l.forget()
+	if l.quota != nil {
+		if _, err := l.quotaCall(ctx, "release", permits); err != nil {
+			return fmt.Errorf("core: release: %w", err)
+		}
+		return nil
+	}
 	if _, err := l.eval(ctx, scriptRelease, l.scriptRate(), permits); err != nil {
 		return fmt.Errorf("core: release: %w", err)
 	}
@@ -371,6 +395,9 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 // refund of a grant whose acquire got no decision (its Result had an
 // error): it waits until that acquire's script, should it run late, has
 // run, or follows the grant's Charge; it reports false and no error.
+//
+// On a quota (WithQuota), the permits go back to the count of the grant's
+// period, if it is still current; the count never goes below 0.
 func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 	return l.settle(ctx, grant, 0, "refund")
 }
@@ -395,16 +422,27 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 // once. A Client keeps at most 100 000 such changes, the oldest going
 // first. A Redisson client sharing the limiter sees a debt as a negative
 // number of available permits: it is denied until the debt is paid.
+//
+// On a quota (WithQuota), a grant counts in the period of its time, by
+// Redis's clock, if that period is still current when the Client writes
+// it, and once if the counter remembers it (see the package
+// documentation, Quotas).
 func (l *Limiter) Charge(grants ...Grant) {
 	if l.err != nil {
 		return
 	}
 	now := time.Now().UnixMilli()
 	for _, g := range grants {
-		if !g.IsZero() {
-			l.c.owed.owe(l, &op{member: g.member, at: g.at, due: now, expires: l.expiry(g)})
+		if !g.IsZero() && l.owns(g) {
+			l.c.owed.owe(l, &op{member: g.member, at: g.at, period: g.period, due: now, expires: l.expiry(g)})
 		}
 	}
+}
+
+// owns reports whether g may be a grant of the limiter's kind, a rate's
+// or a quota's: another kind's changes nothing.
+func (l *Limiter) owns(g Grant) bool {
+	return (l.quota != nil) == (len(g.member) == quotaMemberLen)
 }
 
 // Settle settles grant, which an acquire on this limiter returned, to its
@@ -418,7 +456,9 @@ func (l *Limiter) Charge(grants ...Grant) {
 // it again, or after Refund, or after its window passed, changes nothing
 // and reports false, so a Settle resent after a lost reply settles once.
 // A settle that Redis cannot take now is kept and made later, as a refund
-// is (see Refund).
+// is (see Refund). On a quota (WithQuota), the difference changes the
+// count of the grant's period, if it is still current: past the limit, a
+// debt that refuses every acquire until the period ends.
 func (l *Limiter) Settle(ctx context.Context, grant Grant, permits int64) (bool, error) {
 	if permits < 0 || permits > MaxPermits {
 		return false, fmt.Errorf("%w: %d not in [0, %d]", ErrInvalidPermits, permits, int64(MaxPermits))
@@ -433,11 +473,13 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 	switch {
 	case l.err != nil:
 		return false, l.err
-	case grant.IsZero():
+	case grant.IsZero() || !l.owns(grant):
 		return false, nil
 	}
 	defer l.forget()
-	o := &op{member: settledMember(grant.member, permits), old: grant.member, due: time.Now().UnixMilli(), expires: l.expiry(grant)}
+	// Of a quota's grant, the script reads only the permits of member.
+	o := &op{member: settledMember(grant.member, permits), old: grant.member, at: grant.at, period: grant.period,
+		due: time.Now().UnixMilli(), expires: l.expiry(grant)}
 	switch grant.state {
 	case grantUnsent: // known to Redis only once charged: after its charge
 		l.c.owed.owe(l, o)
@@ -451,14 +493,22 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		l.c.owed.owe(l, o)
 		return false, nil
 	}
-	v, err := l.eval(ctx, scriptCharge, l.scriptRate(), o.member, "", o.old)
+	var changed bool
+	var err error
+	if l.quota != nil {
+		changed, err = l.quotaChange(ctx, o)
+	} else {
+		var v []int64
+		v, err = l.eval(ctx, scriptCharge, l.scriptRate(), o.member, "", o.old)
+		changed = err == nil && v[1] == 1
+	}
 	if err != nil {
 		if unanswered(err) {
 			l.c.owed.owe(l, o)
 		}
 		return false, fmt.Errorf("core: %s: %w", what, err)
 	}
-	return v[1] == 1, nil
+	return changed, nil
 }
 
 // interval returns the limiter's window when its rate is given in code,
@@ -470,9 +520,13 @@ func (l *Limiter) interval() time.Duration {
 	return 0
 }
 
-// expiry returns when grant leaves its window, by the local clock, in unix
-// ms, or 0 when the limiter's window is not known here.
+// expiry returns when grant leaves its window (of a quota: when its period
+// ends), by the local clock, in unix ms, or 0 when the limiter's window is
+// not known here.
 func (l *Limiter) expiry(grant Grant) int64 {
+	if l.quota != nil {
+		return l.quotaExpiry(grant)
+	}
 	if l.coded == nil {
 		return 0
 	}
@@ -481,9 +535,17 @@ func (l *Limiter) expiry(grant Grant) int64 {
 
 // AvailablePermits returns the number of permits available now. It writes
 // nothing. A limiter with a WithRate rate and no state in Redis is full.
+// Of a quota (WithQuota), it is what the current period has left.
 func (l *Limiter) AvailablePermits(ctx context.Context) (int64, error) {
 	if l.err != nil {
 		return 0, l.err
+	}
+	if l.quota != nil {
+		q, err := l.quotaCall(ctx, "peek")
+		if err != nil {
+			return 0, fmt.Errorf("core: available permits: %w", err)
+		}
+		return q.v[2], nil
 	}
 	v, err := l.eval(ctx, scriptAvailable, l.scriptRate())
 	if err != nil {
@@ -505,8 +567,18 @@ func (l *Limiter) Expire(ctx context.Context, ttl time.Duration) (bool, error) {
 // ClearExpire removes the TTL of all of the limiter's keys and reports
 // whether any key had one. A limiter with a KeepAlive sets it again on its
 // next grant. The keys of a limiter with WithRate always expire: on one,
-// ClearExpire sets their TTL back to the rate's KeepAlive.
+// ClearExpire sets their TTL back to the rate's KeepAlive. A quota's
+// counter (WithQuota) always expires too: ClearExpire sets its TTL back to
+// a minute past the end of the current period, and reports whether it
+// exists.
 func (l *Limiter) ClearExpire(ctx context.Context) (bool, error) {
+	if l.quota != nil && l.err == nil {
+		q, err := l.quotaCall(ctx, "ttl")
+		if err != nil {
+			return false, fmt.Errorf("core: expire: %w", err)
+		}
+		return q.v[2] == 1, nil
+	}
 	if l.coded != nil {
 		return l.expire(ctx, l.coded.rate.KeepAlive.Milliseconds())
 	}
@@ -584,12 +656,21 @@ func (l *Limiter) callContext(ctx context.Context) (context.Context, context.Can
 
 func noCancel() {}
 
-// check validates the limiter and a rate argument before any I/O.
+// check validates the limiter and a rate argument before any I/O. A
+// quota's limiter has no rate.
 func (l *Limiter) check(r Rate) error {
-	if l.err != nil {
+	switch {
+	case l.err != nil:
 		return l.err
+	case l.quota != nil:
+		return l.noRate()
 	}
 	return r.Validate()
+}
+
+// noRate is the error of a rate's call on a quota's limiter.
+func (l *Limiter) noRate() error {
+	return fmt.Errorf("%w: limiter %q counts a quota (WithQuota): it has no rate", ErrInvalidOption, l.name)
 }
 
 // checkPermits validates the limiter and a permit count before any I/O.
@@ -601,6 +682,8 @@ func (l *Limiter) checkPermits(n int64) error {
 		return fmt.Errorf("%w: %d not in [1, %d]", ErrInvalidPermits, n, int64(MaxPermits))
 	case l.coded != nil && n > l.coded.rate.Permits:
 		return fmt.Errorf("%w: %d permits, rate %d", ErrPermitsExceedRate, n, l.coded.rate.Permits)
+	case l.quota != nil && n > l.quota.quota.Limit:
+		return fmt.Errorf("%w: %d permits, quota %d per %v", ErrPermitsExceedRate, n, l.quota.quota.Limit, l.quota.quota.Period)
 	}
 	return nil
 }

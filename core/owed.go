@@ -28,29 +28,35 @@ type ledger struct {
 	c       *Client
 	n       atomic.Int64 // ops kept: a call reads it before it locks
 	mu      sync.Mutex
-	keys    map[string]*debts // limiter name -> what it owes; nil until the first
+	keys    map[string]*debts // limiter's first key -> what it owes; nil until the first
 	oldest  *op               // every op, oldest first (next): the bound drops it
 	newest  *op
 	writing bool // the writer goroutine runs
 }
 
 // debts is what one limiter owes, and how to build it again to pay: its
-// name (without the Client's key prefix), its rate given in code and its
-// call timeout. A limiter is not kept: its keys take more memory than its
-// debts.
+// name (without the Client's key prefix), its rate or quota given in code
+// and its call timeout. A limiter is not kept: its keys take more memory
+// than its debts. They are kept under the limiter's first key, its name
+// (a rate's config) or its counter (a quota's), so that a rate and a quota
+// of one name owe apart.
 type debts struct {
+	key     string // its key in the ledger
 	name    string
 	coded   *codedRate
+	quota   *codedQuota
 	timeout time.Duration
 	ops     []*op
 }
 
 // An op is one change of a limiter's log that Redis has yet to make, as
 // charge.lua takes it: member written at its time (a charge), or put in
-// place of old (a settle; of 0 permits, a refund).
+// place of old (a settle; of 0 permits, a refund). Of a quota, the same
+// change of its grant's period's count, as quota.lua takes it.
 type op struct {
 	member, old string
-	at          int64  // a charge's grant time, local unix ms
+	at          int64  // the grant's time, local unix ms
+	period      int64  // a quota's grant: its period's start, by Redis's clock; 0 if Redis did not decide it
 	due         int64  // local unix ms from which it may be sent
 	expires     int64  // local unix ms after which it counts no more; 0: unknown
 	d           *debts // the debts it is one of
@@ -113,12 +119,16 @@ func (q *ledger) debtsOf(l *Limiter) *debts {
 	if q.keys == nil {
 		q.keys = map[string]*debts{}
 	}
-	d := q.keys[l.name]
+	d := q.keys[l.keys[0]]
 	if d == nil {
-		// Its own copy of the name: the limiter's is part of its keys.
+		// Its own copies of the names: the limiter's are parts of its keys.
 		name := strings.Clone(l.name)
-		d = &debts{name: name[len(q.c.prefix):], coded: l.coded, timeout: l.timeout}
-		q.keys[name] = d
+		key := name // a rate's first key
+		if l.keys[0] != l.name {
+			key = strings.Clone(l.keys[0])
+		}
+		d = &debts{key: key, name: name[len(q.c.prefix):], coded: l.coded, quota: l.quota, timeout: l.timeout}
+		q.keys[key] = d
 	}
 	return d
 }
@@ -135,7 +145,7 @@ func (q *ledger) grew(n int) {
 		d.ops[0] = nil
 		d.ops = d.ops[1:]
 		if len(d.ops) == 0 {
-			delete(q.keys, q.c.prefix+d.name)
+			delete(q.keys, d.key)
 		}
 	}
 	if !q.writing {
@@ -175,15 +185,16 @@ func (q *ledger) unlink(o *op) {
 	o.prev, o.next = nil, nil
 }
 
-// due removes and returns the ops of limiter name that may be sent now,
-// in order, as a payment call, or nil. Ops whose window has passed go.
-func (q *ledger) due(name string, now int64) *call {
+// due removes and returns the ops of the limiter whose first key is key
+// that may be sent now, in order, as a payment call, or nil. Ops whose
+// window has passed go.
+func (q *ledger) due(key string, now int64) *call {
 	if q.n.Load() == 0 {
 		return nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	d := q.keys[name]
+	d := q.keys[key]
 	if d == nil {
 		return nil
 	}
@@ -205,13 +216,13 @@ func (q *ledger) due(name string, now int64) *call {
 	clear(d.ops[len(keep):])
 	d.ops = keep
 	if len(keep) == 0 {
-		delete(q.keys, name)
+		delete(q.keys, key)
 	}
 	if len(pay) == 0 {
 		return nil
 	}
 	return q.c.Limiter(d.name, limiterOptionFunc(func(l *Limiter) error {
-		l.coded, l.timeout = d.coded, d.timeout
+		l.coded, l.quota, l.timeout = d.coded, d.quota, d.timeout
 		return nil
 	})).payment(pay)
 }
@@ -228,7 +239,7 @@ func (q *ledger) payments(calls []*call) []*call {
 		if cl.debts != nil {
 			continue // a payment itself
 		}
-		if p := q.due(cl.l.name, now); p != nil {
+		if p := q.due(cl.l.keys[0], now); p != nil {
 			pays = append(pays, p)
 		}
 	}
@@ -249,14 +260,21 @@ func (q *ledger) paid(pays []*call) {
 
 // unanswered reports whether err says that Redis did not answer a call:
 // it failed (refused, or no answer in time), or the call was not sent;
-// not an error of the script's own.
+// not an error of the script's own (a limiter's keys holding what no
+// limiter wrote, a stored rate missing).
 func unanswered(err error) bool {
+	if errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrNotInitialized) {
+		return false
+	}
 	var reply redis.Error
 	return !errors.As(err, &reply) || refusal(reply.Error())
 }
 
-// payment returns the call that makes ops on l's log.
+// payment returns the call that makes ops on l's log (or counter).
 func (l *Limiter) payment(ops []*op) *call {
+	if l.quota != nil {
+		return l.quotaPayment(ops)
+	}
 	args := l.scriptRate().appendTo(make([]any, 0, 4+3*len(ops)))
 	offset := l.c.offset.Load()
 	for _, o := range ops {
@@ -280,9 +298,9 @@ func (q *ledger) write() {
 			q.mu.Unlock()
 			return
 		}
-		names := make([]string, 0, len(q.keys))
-		for name := range q.keys {
-			names = append(names, name)
+		keys := make([]string, 0, len(q.keys))
+		for key := range q.keys {
+			keys = append(keys, key)
 		}
 		q.mu.Unlock()
 		var (
@@ -292,11 +310,11 @@ func (q *ledger) write() {
 			width  = make(chan struct{}, flushWidth)
 			now    = time.Now().UnixMilli()
 		)
-		for _, name := range names {
+		for _, key := range keys {
 			if failed.Load() {
 				break // Redis fails, or this process is too busy: try later
 			}
-			p := q.due(name, now)
+			p := q.due(key, now)
 			if p == nil {
 				continue // nothing due, or paid by a call meanwhile
 			}

@@ -34,7 +34,8 @@ type Result struct {
 	// and the limiter is full again.
 	ResetAfter time.Duration
 	// Rate is the rate in force: the one given with WithRate, else the one
-	// stored in Redis.
+	// stored in Redis. Of a quota (WithQuota), its Limit as Permits per
+	// the length of the current period as Interval.
 	Rate Rate
 	// Grant identifies the permits this call took, for Limiter.Refund and
 	// Limiter.Settle. It is zero when Redis denied the call. When the call
@@ -55,12 +56,17 @@ type Result struct {
 }
 
 // A Grant identifies the permits that one acquire took: its entry in the
-// limiter's log. Limiter.Refund gives exactly those back, and
-// Limiter.Settle changes them to the request's real cost.
+// limiter's log (of a quota: its permits in a period's count).
+// Limiter.Refund gives exactly those back, and Limiter.Settle changes them
+// to the request's real cost.
 type Grant struct {
 	member string
 	at     int64      // when the acquire was made, by the local clock, in Unix milliseconds
 	state  grantState // what Redis knows of it
+	// period is the start of a quota's period that Redis counted the
+	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
+	// for a grant Redis did not decide (found from at when needed).
+	period int64
 }
 
 // grantState is what Redis knows of a grant: the answer of the call that

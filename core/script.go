@@ -55,11 +55,14 @@ var (
 	luaSemRenew string
 	//go:embed lua/sem_available.lua
 	luaSemAvailable string
+	//go:embed lua/quota.lua
+	luaQuota string
 
 	scriptAcquire    = newScript("acquire", luaLib+luaAcquire, true)
 	scriptAvailable  = newScript("available", luaLib+luaAvailable, true)
 	scriptRelease    = newScript("release", luaLib+luaRelease, true)
 	scriptCharge     = newScript("charge", luaLib+luaCharge, true)
+	scriptQuota      = newScript("quota", luaLib+luaQuota, true)
 	scriptTrySetRate = newScript("try set rate", luaLib+luaTrySetRate, false)
 	scriptSetRate    = newScript("set rate", luaLib+luaSetRate, false)
 	scriptConfig     = newScript("config", luaLib+luaConfig, false)
@@ -76,7 +79,7 @@ var (
 
 // scripts are all of them, for Client.Check.
 var scripts = []*script{scriptAcquire, scriptAvailable, scriptRelease, scriptTrySetRate, scriptSetRate,
-	scriptConfig, scriptCharge, scriptExpire, scriptDelete,
+	scriptConfig, scriptCharge, scriptQuota, scriptExpire, scriptDelete,
 	scriptSemAcquire, scriptSemRelease, scriptSemRenew, scriptSemAvailable}
 
 // isNoScript reports whether err is Redis's answer to an EVALSHA of a
