@@ -41,6 +41,7 @@ type Client struct {
 	reload         func(context.Context) // Cluster: reload the slot map
 	dials          *dials                // the dials that failed, per address
 	nodes          sync.Map              // address -> *node: the servers' health
+	notices        notices               // semaphore waiters' subscriptions
 	recent         recent                // the grants to write into a new master
 	// offset is Redis's clock less the local clock, in ms, as decisions
 	// measure it (see noteClock): Charge turns local times into Redis's
@@ -200,7 +201,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c := &Client{rdb: rdb, ctxIO: honoursContext(rdb), acrossLimiters: across, denialCap: DefaultDenialCache,
 		dials: watchDials(rdb)}
-	c.owed.c = c
+	c.owed.c, c.notices.c = c, c
 	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {

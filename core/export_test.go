@@ -162,3 +162,10 @@ func QuotaAcquireAgain(ctx context.Context, l *Limiter, g Grant) (Result, error)
 func permitsOf(member string) uint32 {
 	return binary.LittleEndian.Uint32([]byte(member[len(member)-4:]))
 }
+
+// NoticeOf returns the channel that the next notice of s's channel closes,
+// and the function that ends the wait, as TryAcquireWithin waits.
+func NoticeOf(c *Client, s *Semaphore) (<-chan struct{}, func()) { return c.notices.wait(s.channel) }
+
+// PollEvery is how often a semaphore waiter asks Redis without a notice.
+const PollEvery = pollEvery

@@ -194,6 +194,52 @@ func (s *Semaphore) acquire(ctx context.Context, l Lease, lease time.Duration) (
 	return l, r, nil
 }
 
+// TryAcquireWithin takes permits for a lease as TryAcquire does, waiting
+// up to maxWait (and ctx's deadline) for them to come back; it returns the
+// last refusal when they do not in time. Waiting, it asks Redis again when
+// permits come back: when a Release publishes on the semaphore's channel
+// (as Redisson's semaphore does; the channel is subscribed while this
+// process has waiters on it), when the lease it waits for ends, and at
+// least every quarter of a second (a lease that ends publishes nothing).
+// Cancelling ctx ends the wait with ctx's error.
+func (s *Semaphore) TryAcquireWithin(ctx context.Context, permits int64, lease, maxWait time.Duration) (Lease, Result, error) {
+	l, r, err := s.TryAcquire(ctx, permits, lease)
+	if err != nil || r.Allowed || maxWait <= 0 {
+		return l, r, err
+	}
+	deadline := time.Now().Add(maxWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	next, leave := s.route.c.notices.wait(s.channel)
+	defer leave()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return Lease{}, r, nil
+		}
+		// A release between the last ask and the subscription is seen by
+		// the next poll.
+		wait := pollEvery
+		if r.RetryAfter > 0 {
+			wait = min(wait, r.RetryAfter+jitter(r.RetryAfter))
+		}
+		t.Reset(min(wait, left))
+		select {
+		case <-next:
+		case <-t.C:
+		case <-ctx.Done():
+			return Lease{}, r, fmt.Errorf("core: semaphore acquire: %w", ctx.Err())
+		}
+		next = s.route.c.notices.next(s.channel)
+		if l, r, err = s.acquire(ctx, newLease(permits), lease); err != nil || r.Allowed {
+			return l, r, err
+		}
+	}
+}
+
 // Renew sets the end of l's lease to lease from now, by Redis's clock, and
 // reports whether Redis held every permit of l still. Those it did not
 // hold (Redis lost them, restarted empty; the lease ended and a call took
