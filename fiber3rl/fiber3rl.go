@@ -48,7 +48,7 @@ func WithErrorHandler(onError func(c fiber.Ctx, err error) error) Option {
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) fiber.Handler {
 	cfg := native.Configure[config]("fiber3rl.New", p, opts)
-	flow := native.Flow[fiber.Ctx]{Refuse: refuse, Next: next}
+	flow := native.Flow[fiber.Ctx]{Refuse: refuse, Next: next, Hold: hold}
 	flow.Handlers(cfg.OnError, wrote, cfg.Deny)
 	return func(c fiber.Ctx) error {
 		if cfg.Skip != nil && cfg.Skip(c) {
@@ -83,6 +83,22 @@ func next(c fiber.Ctx) (int, error) {
 	}
 	return c.Response().StatusCode(), nil
 }
+
+// hold makes done run once the connection that the handler hijacked (a
+// WebSocket) is over: fasthttp closes a request's io.Closer values then.
+func hold(c fiber.Ctx, done func()) bool {
+	if !c.RequestCtx().Hijacked() {
+		return false
+	}
+	c.RequestCtx().SetUserValue(heldKey{}, closer(done))
+	return true
+}
+
+type heldKey struct{}
+
+type closer func()
+
+func (f closer) Close() error { f(); return nil }
 
 // ResultFrom returns the decision of the request: in a deny handler, the
 // refusal; in the handlers of a request served, the decision with the

@@ -119,8 +119,10 @@ func (c *config) serve(ctx context.Context, route string, set func(context.Conte
 	if d.Status != 0 {
 		return refusal(d)
 	}
+	code := codes.Internal // unless the handler returns: it panicked
+	defer func() { d.Done(cmp.Or(httpStatuses[code], http.StatusInternalServerError)) }()
 	err := next(x.ctx)
-	d.Done(cmp.Or(httpStatuses[status.Code(err)], http.StatusInternalServerError))
+	code = status.Code(err)
 	return err
 }
 
@@ -131,7 +133,7 @@ func refusal(d policy.Decision) error {
 	if s.Code() == codes.ResourceExhausted {
 		details := []protoadapt.MessageV1{&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{
 			{Subject: d.Policy, Description: problem.Detail}}}}
-		if d.Status == http.StatusTooManyRequests { // the wait, rounded up to the second as Retry-After
+		if d.Status == http.StatusTooManyRequests && d.Result.RetryAfter > 0 { // rounded up to the second as Retry-After
 			wait := max((d.Result.RetryAfter+time.Second-1)/time.Second, 1) * time.Second
 			details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
 		}

@@ -166,13 +166,15 @@ type recorder struct {
 	decisions []observe.Decision
 }
 
-func (r *recorder) Decision(d observe.Decision) {
+func (r *recorder) Decision(_ context.Context, d observe.Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.decisions = append(r.decisions, d)
 }
 
 func (r *recorder) Fallback(string, bool) {}
+
+func (*recorder) Held(string, int64) {}
 
 // last returns the latest decision.
 func (r *recorder) last(t *testing.T) observe.Decision {

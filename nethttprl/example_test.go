@@ -1,6 +1,7 @@
 package nethttprl_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -113,7 +114,7 @@ type counter struct {
 	outcomes map[observe.Outcome]int
 }
 
-func (c *counter) Decision(d observe.Decision) {
+func (c *counter) Decision(_ context.Context, d observe.Decision) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.outcomes == nil {
@@ -123,6 +124,8 @@ func (c *counter) Decision(d observe.Decision) {
 }
 
 func (c *counter) Fallback(policy string, active bool) {}
+
+func (*counter) Held(string, int64) {}
 
 // A new limit goes out in dry run first: it decides every request against
 // Redis, so its budgets and metrics are real, but serves them all; the

@@ -19,8 +19,10 @@
 package nethttprl
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/redlimit/redlimit/core"
@@ -108,7 +110,13 @@ func (w *writer) Write(b []byte) (int, error) {
 }
 
 // Flush is for handlers that look for http.Flusher.
-func (w *writer) Flush()                      { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+func (w *writer) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// Hijack hands the connection over to the handler (a WebSocket upgrade).
+func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
 func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ResultFrom returns the decision of the request: in a deny handler, the

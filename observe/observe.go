@@ -1,8 +1,9 @@
 // Package observe is the hook through which the middleware reports what it
-// does: one call per decision, and one per change of the local fallback. The
+// does: one call per decision, one per change of the local fallback, and
+// one per change of the slots a concurrency limit holds. The
 // metrics packages (modules of their own, so this module gains no
 // dependency) implement it for Prometheus and OpenTelemetry; any type with
-// the two methods can log or count instead.
+// the three methods can log or count instead.
 //
 // An Observer is called on the request's goroutine, after the decision and
 // before the response is written: it must be fast and must not block. It
@@ -10,7 +11,10 @@
 // labels stay few.
 package observe
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Outcome is what the middleware did with one request.
 type Outcome uint8
@@ -108,9 +112,14 @@ var LatencyBuckets = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3
 // An Observer receives the middleware's decisions. Its methods are called
 // concurrently.
 type Observer interface {
-	// Decision is called once per decision of a policy.
-	Decision(d Decision)
+	// Decision is called once per decision of a policy, with the request's
+	// context: a tracer finds the request's span there.
+	Decision(ctx context.Context, d Decision)
 	// Fallback is called when a policy starts deciding in memory because
 	// Redis cannot (active), and when Redis decides again.
 	Fallback(policy string, active bool)
+	// Held is called when the slots that a concurrency policy's requests
+	// hold in this process change, by delta: a request took delta slots,
+	// or gave -delta back. Their sum is the slots in use.
+	Held(policy string, delta int64)
 }

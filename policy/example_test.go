@@ -37,6 +37,6 @@ func Example_names() {
 
 	_, _ = api, sameBudget
 	// Output:
-	// policy "api": core: invalid option: a policy of this name on this client has the rate 100 per 1m0s (Overall), and this one 50 per 1m0s (Overall); policies of one name share one budget, so give each limit a name of its own
+	// policy "api": core: invalid option: a policy of this name on this client has the rate 100 per 1m0s (Overall), and this one the rate 50 per 1m0s (Overall); policies of one name share one budget, so give each limit a name of its own
 	// policy "upload": WithCost(6): core: invalid permits: the cost must be from 1 to the rate's 5 permits
 }

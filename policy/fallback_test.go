@@ -2,8 +2,10 @@ package policy_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -21,7 +23,12 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(holderEnv); ok {
+		os.Exit(runHolder(spec))
+	}
+	redistest.Main(m)
+}
 
 // counter is an observe.Observer that counts outcomes.
 type counter struct {
@@ -31,7 +38,7 @@ type counter struct {
 	errors      []error // the first 100 errors reported
 }
 
-func (c *counter) Decision(d observe.Decision) {
+func (c *counter) Decision(_ context.Context, d observe.Decision) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.outcomes == nil {
@@ -55,6 +62,8 @@ func (c *counter) Fallback(_ string, active bool) {
 	defer c.mu.Unlock()
 	c.transitions = append(c.transitions, active)
 }
+
+func (*counter) Held(string, int64) {}
 
 func (c *counter) count(o observe.Outcome) int {
 	c.mu.Lock()

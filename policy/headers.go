@@ -48,6 +48,7 @@ const failedRetryAfter = "1"
 // header holds what a policy writes for one rate, built once.
 type header struct {
 	style       headerStyle
+	inFlight    bool   // a concurrency limit: no reset time, no Retry-After
 	policy      string // RateLimit-Policy item
 	limit       string // X-RateLimit-Limit value
 	item        string // the policy name as a structured-field string
@@ -59,21 +60,25 @@ type header struct {
 }
 
 // newHeader builds the fields and bodies of the policy name, whose
-// characters are printable ASCII.
-func newHeader(name string, r core.Rate, style headerStyle) header {
+// characters are printable ASCII, of kind k and rate r.
+func newHeader(name string, k kind, r core.Rate, style headerStyle) header {
 	item := sfString(name)
 	policy := item + ";q=" + strconv.FormatInt(r.Permits, 10)
-	if r.Interval%time.Second == 0 {
+	detail := "The request quota of this client is used up; retry after the time in Retry-After."
+	switch {
+	case k == kindConcurrency:
+		policy += `;qu="concurrent-requests"`
+		detail = "This client has as many requests in progress as it may; retry once one of them has finished."
+	case r.Interval%time.Second == 0:
 		// w is whole seconds; a sub-second window is left out rather than
 		// misstated.
 		policy += ";w=" + strconv.FormatInt(int64(r.Interval/time.Second), 10)
 	}
 	return header{
-		style: style, policy: policy, limit: strconv.FormatInt(r.Permits, 10), item: item,
+		style: style, inFlight: k == kindConcurrency, policy: policy, limit: strconv.FormatInt(r.Permits, 10), item: item,
 		deny: problemJSON(problem{
 			Type: problemQuotaExceeded, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
-			Detail:           "The request quota of this client is used up; retry after the time in Retry-After.",
-			ViolatedPolicies: []string{name},
+			Detail: detail, ViolatedPolicies: []string{name},
 		}),
 		reject: problemJSON(problem{
 			Type: "about:blank", Title: "Forbidden", Status: http.StatusForbidden,
@@ -128,7 +133,8 @@ func sfString(name string) string {
 // writeHeaders writes the rate limit fields of d to x. A refusal over the
 // limit gets Retry-After, in whole seconds rounded up; a 503 of fail
 // closed gets Retry-After 1; a request decided without a limiter, or
-// refused for its cost, gets none. When several policies limit one
+// refused for its cost, gets none. A concurrency limit's fields have no
+// time (t, X-RateLimit-Reset, Retry-After): when a slot frees is not known. When several policies limit one
 // request, each adds its item to the RateLimit and RateLimit-Policy lists
 // (lim holds them), and the X-RateLimit-* headers are those of the
 // request's headline decision (see limits.headline).
@@ -165,11 +171,13 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline boo
 		b = append(b, h.item...)
 		b = append(b, ";r="...)
 		b = append(b, b[tEnd:rEnd]...)
-		b = append(b, ";t="...)
-		b = append(b, b[:tEnd]...)
+		if !h.inFlight {
+			b = append(b, ";t="...)
+			b = append(b, b[:tEnd]...)
+		}
 	}
 	s := string(b)
-	if refused {
+	if refused && !h.inFlight {
 		x.SetHeader(headerRetryAfter, s[:tEnd])
 	}
 	if ietf {
@@ -181,7 +189,9 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline boo
 	if legacy {
 		x.SetHeader(headerLimit, h.limit)
 		x.SetHeader(headerRemaining, s[tEnd:rEnd])
-		x.SetHeader(headerReset, s[:tEnd])
+		if !h.inFlight {
+			x.SetHeader(headerReset, s[:tEnd])
+		}
 	}
 }
 

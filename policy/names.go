@@ -20,13 +20,14 @@ var registry = struct {
 // use is what the policies of one name must have in common. Key functions
 // are not compared: functions cannot be, in Go.
 type use struct {
-	rate    core.Rate
+	kind    kind
+	rate    core.Rate // a concurrency limit's in Permits
 	missing missingKey
 }
 
-// register records a policy called name, of rate r, on c, and fails when a
-// policy of that name on c has another rate or missing-key choice.
-func register(c *core.Client, name string, r core.Rate, missing missingKey) error {
+// register records a policy called name, of use u, on c, and fails when a
+// policy of that name on c has another kind, limit or missing-key choice.
+func register(c *core.Client, name string, u use) error {
 	registry.Lock()
 	defer registry.Unlock()
 	wp := weak.Make(c)
@@ -36,20 +37,27 @@ func register(c *core.Client, name string, r core.Rate, missing missingKey) erro
 		registry.clients[wp] = names
 		runtime.AddCleanup(c, forget, wp)
 	}
-	u := use{rate: r, missing: missing}
 	prev, ok := names[name]
 	switch {
 	case !ok:
 		names[name] = u
 		return nil
-	case prev.rate != r:
-		return fmt.Errorf("policy %q: %w: a policy of this name on this client has the rate %v, and this one %v; "+
-			"policies of one name share one budget, so give each limit a name of its own", name, core.ErrInvalidOption, prev.rate, r)
-	case prev.missing != missing:
+	case prev.kind != u.kind || prev.rate != u.rate:
 		return fmt.Errorf("policy %q: %w: a policy of this name on this client has %v, and this one %v; "+
-			"policies of one name share one budget, so give each limit a name of its own", name, core.ErrInvalidOption, prev.missing, missing)
+			"policies of one name share one budget, so give each limit a name of its own", name, core.ErrInvalidOption, prev, u)
+	case prev.missing != u.missing:
+		return fmt.Errorf("policy %q: %w: a policy of this name on this client has %v, and this one %v; "+
+			"policies of one name share one budget, so give each limit a name of its own", name, core.ErrInvalidOption, prev.missing, u.missing)
 	}
 	return nil
+}
+
+// String names the limit of u: its rate, or its concurrency limit.
+func (u use) String() string {
+	if u.kind == kindConcurrency {
+		return fmt.Sprintf("a concurrency limit of %d", u.rate.Permits)
+	}
+	return "the rate " + u.rate.String()
 }
 
 // forget drops the names of a Client that was garbage collected.

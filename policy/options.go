@@ -41,6 +41,7 @@ type settings struct {
 	dryRun     bool
 	observer   observe.Observer
 	logger     *slog.Logger
+	lease      time.Duration // 0: not set
 }
 
 // Defaults of a Policy's options.
@@ -48,6 +49,8 @@ const (
 	defaultTimeout          = 100 * time.Millisecond
 	defaultMaxWaiters       = 1024
 	defaultMaxWaitersPerKey = 32
+	defaultLease            = 30 * time.Second
+	minLease                = time.Second
 	// fallbackKeys bounds the keys the local fallback keeps in memory per
 	// policy, the least recently used going first: about 185 bytes each,
 	// 18.5 MB in all (TestFallbackKeysAreBounded).
@@ -59,11 +62,17 @@ func defaults() settings {
 		timeout: defaultTimeout, failure: failLocal, instances: 1}
 }
 
-// validate checks the options against the policy's rate r.
-func (s *settings) validate(r core.Rate) error {
+// validate checks the options against a policy of kind k and rate r (for
+// a concurrency limit, r.Permits is the limit), and sets the lease of a
+// concurrency limit that has none.
+func (s *settings) validate(k kind, r core.Rate) error {
+	unit := "rate's"
+	if k == kindConcurrency {
+		unit = "concurrency limit's"
+	}
 	switch {
 	case s.cost < 1 || s.cost > r.Permits:
-		return fmt.Errorf("WithCost(%d): %w: the cost must be from 1 to the rate's %d permits", s.cost, core.ErrInvalidPermits, r.Permits)
+		return fmt.Errorf("WithCost(%d): %w: the cost must be from 1 to the %s %d permits", s.cost, core.ErrInvalidPermits, unit, r.Permits)
 	case s.maxWait < 0:
 		return fmt.Errorf("WithWait(%v): %w: a negative wait", s.maxWait, core.ErrInvalidOption)
 	case s.maxWaiters < 1:
@@ -81,6 +90,22 @@ func (s *settings) validate(r core.Rate) error {
 		if k == nil {
 			return fmt.Errorf("WithKey: %w: key function %d of %d is nil", core.ErrInvalidOption, i+1, len(s.keys))
 		}
+	}
+	if k == kindRate {
+		if s.lease != 0 {
+			return fmt.Errorf("WithLease(%v): %w: a rate holds no slot; a lease is for a concurrency limit", s.lease, core.ErrInvalidOption)
+		}
+		return nil
+	}
+	switch {
+	case s.rateFunc != nil:
+		return fmt.Errorf("WithRateFunc: %w: a rate function chooses a rate's permits, not a concurrency limit", core.ErrInvalidOption)
+	case s.refund != nil:
+		return fmt.Errorf("WithRefund: %w: a concurrency limit gives every slot back when its request ends", core.ErrInvalidOption)
+	case s.lease == 0:
+		s.lease = defaultLease
+	case s.lease < minLease || s.lease%time.Millisecond != 0:
+		return fmt.Errorf("WithLease(%v): %w: a lease is a whole number of milliseconds, at least %v", s.lease, core.ErrInvalidOption, minLease)
 	}
 	return nil
 }
@@ -150,6 +175,16 @@ func WithCostFunc(f CostFunc) Option {
 // prepared for each request.
 func WithRateFunc(f RateFunc) Option {
 	return func(s *settings) { s.rateFunc = f }
+}
+
+// WithLease sets how long a concurrency limit's slot is held for when
+// nothing renews it: a request renews its slot's lease every third of it
+// while it runs, and gives the slot back when it ends, so the lease is how
+// long a process that died (or lost Redis) keeps the slots of its requests.
+// At least 1 s; the default is 30 s. Leases end by Redis's clock. It is an
+// error for a rate.
+func WithLease(d time.Duration) Option {
+	return func(s *settings) { s.lease = d }
 }
 
 // WithRefund gives back the permits of a request whose response status

@@ -15,13 +15,15 @@ import (
 	"github.com/redlimit/redlimit/observe"
 )
 
-// Policy is one named rate limit on requests: who is limited, how many
-// requests, at what cost, whether they wait, what happens when Redis
-// cannot decide, which headers they carry and who observes it. It knows
-// nothing of any framework: adapters apply it. A Policy is safe for
-// concurrent use by multiple goroutines.
+// Policy is one named limit on requests: a rate (New) or a number of
+// requests in flight (NewConcurrency); who is limited, how many requests,
+// at what cost, whether they wait, what happens when Redis cannot decide,
+// which headers they carry and who observes it. It knows nothing of any
+// framework: adapters apply it. A Policy is safe for concurrent use by
+// multiple goroutines.
 type Policy struct {
 	client   *core.Client
+	kind     kind
 	name     string
 	prefix   string // the escaped name and ':'
 	key      keyfunc.KeyFunc
@@ -42,6 +44,8 @@ type Policy struct {
 	observer observe.Observer
 	logger   *slog.Logger // nil: slog.Default()
 	style    headerStyle
+	lease    time.Duration // concurrency: a slot's lease
+	held     *holders      // concurrency: the slots this process holds
 
 	errLog    throttle
 	refundLog throttle
@@ -50,14 +54,32 @@ type Policy struct {
 // maxNameLen is the longest policy name.
 const maxNameLen = 64
 
+// kind is the kind of limit a policy applies.
+type kind uint8
+
+const (
+	kindRate        kind = iota // a rate: New
+	kindConcurrency             // requests in flight: NewConcurrency
+)
+
 // New returns the Policy called name that limits requests to rate r on
 // client c. The name is the limit's identity in Redis, in headers and in
 // metrics: policies of one name on one Client share one budget, and must
-// have the same rate and missing-key choice. A name is 1 to 64 printable
-// ASCII characters. New does no I/O. An invalid rate, name or option gives
-// an error naming it and wrapping core.ErrInvalidRate,
+// have the same kind, limit and missing-key choice. A name is 1 to 64
+// printable ASCII characters. New does no I/O. An invalid rate, name or
+// option (or one that does not fit a rate, such as WithLease) gives an
+// error naming it and wrapping core.ErrInvalidRate,
 // core.ErrInvalidPermits or core.ErrInvalidOption.
 func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, error) {
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("policy %q: rate %v: %w", name, r, err)
+	}
+	return newPolicy(c, name, kindRate, r, opts)
+}
+
+// newPolicy returns the policy of kind k called name, of rate r (for a
+// concurrency limit, r.Permits is the limit), with opts.
+func newPolicy(c *core.Client, name string, k kind, r core.Rate, opts []Option) (*Policy, error) {
 	s := defaults()
 	for _, o := range opts {
 		if o != nil {
@@ -70,13 +92,10 @@ func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, err
 	if !validName(name) {
 		return nil, fmt.Errorf("policy %q: %w: a name is 1 to %d printable ASCII characters", name, core.ErrInvalidOption, maxNameLen)
 	}
-	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("policy %q: rate %v: %w", name, r, err)
-	}
-	if err := s.validate(r); err != nil {
+	if err := s.validate(k, r); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", name, err)
 	}
-	if err := register(c, name, r, s.missing); err != nil {
+	if err := register(c, name, use{kind: k, rate: r, missing: s.missing}); err != nil {
 		return nil, err
 	}
 	key := keyfunc.IP()
@@ -88,6 +107,7 @@ func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, err
 	}
 	p := &Policy{
 		client:   c,
+		kind:     k,
 		name:     name,
 		prefix:   keyfunc.Escape(name) + ":",
 		key:      key,
@@ -104,9 +124,13 @@ func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, err
 		observer: s.observer,
 		logger:   s.logger,
 		style:    s.headers,
+		lease:    s.lease,
 	}
 	p.base = p.prepare(r)
 	p.fallback = newFallback(fallbackKeys)
+	if k == kindConcurrency {
+		p.held = newHolders()
+	}
 	if s.maxWait > 0 {
 		p.waits = newWaits(s.maxWait, s.maxWaiters, s.maxPerKey)
 	}
@@ -162,6 +186,7 @@ type Decision struct {
 	limits   *limits
 	name     string        // the limiter's name, without the key prefix
 	limiter  *core.Limiter // the limiter decided on
+	slot     *slot         // the slot the request holds, of a concurrency limit
 	prep     *prepared     // the rate and headers used
 	cost     int64
 	redisErr error // why Redis did not decide, also under fail local
@@ -211,8 +236,7 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 	if !p.costOf(x, &d) {
 		return d
 	}
-	l := p.client.Limiter(name, d.prep.limOpts...)
-	d.limiter, d.name = l, name
+	d.name = name
 	ctx := x.Context()
 	if lim.lost && p.waits == nil {
 		// An earlier limit of the request got no answer in time: this one,
@@ -222,6 +246,11 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		ctx, cancel = context.WithDeadline(ctx, lim.deadline)
 		defer cancel()
 	}
+	if p.kind == kindConcurrency {
+		return p.decideSlot(ctx, d)
+	}
+	l := p.client.Limiter(name, d.prep.limOpts...)
+	d.limiter = l
 	r, waited, err := p.acquire(ctx, l, d.cost, 0)
 	if err == nil && !r.Allowed && p.waits != nil {
 		var w bool
@@ -229,20 +258,26 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		waited = waited || w
 	}
 	if err != nil {
-		return p.withoutRedis(d, l, r.Grant, err)
+		return p.withoutRedis(d, rateClaim{l, r.Grant}, err)
 	}
+	d.decided(r, waited)
+	return d
+}
+
+// decided makes d the decision of Redis's answer r, which the request
+// waited for or not.
+func (d *Decision) decided(r core.Result, waited bool) {
 	d.Result = r
 	switch {
 	case r.Allowed && waited:
 		d.Outcome = observe.WaitedAllowed
 	case r.Allowed:
 		d.Outcome = observe.Allowed
-	case p.dryRun:
+	case d.p.dryRun:
 		d.Outcome = observe.DryRunDenied
 	default:
 		d.refuse(observe.Denied, http.StatusTooManyRequests, d.prep.headers.deny)
 	}
-	return d
 }
 
 // acquire takes cost permits from l, within maxWait (0: no wait), and
@@ -371,16 +406,46 @@ func (p *Policy) costOf(x Exchange, d *Decision) bool {
 	return true
 }
 
-// withoutRedis decides d when Redis did not (err), on the limiter l: by
-// the failure policy when Redis fails (core.ErrUnavailable); in memory, at
-// the process's share, when this process was too busy to get its call
-// answered in time (but under fail open or closed, a call never sent is
-// shed with a 429, and under fail closed one answered too late gets its
+// A claim is what a decision asked Redis for: a rate's grant on its
+// limiter, or a slot's lease on its semaphore.
+type claim interface {
+	// local decides d in memory, at the policy's share, and keeps what it
+	// grants so that Redis counts it once it answers.
+	local(d *Decision) core.Result
+	// undo gives back what a call that got no answer in time may yet take,
+	// so that a late grant does not count.
+	undo(ctx context.Context)
+}
+
+// rateClaim is a rate's claim: grant g on limiter l.
+type rateClaim struct {
+	l *core.Limiter
+	g core.Grant
+}
+
+// local takes the request's cost from the fallback at the process's share
+// of the rate; a grant, made under g, is charged to the core, which writes
+// it into Redis's log once Redis answers.
+func (c rateClaim) local(d *Decision) core.Result {
+	r := d.p.fallback.take(d.name, d.prep.share, d.cost)
+	if r.Allowed {
+		r.Grant = c.g
+		c.l.Charge(c.g)
+	}
+	return r
+}
+
+func (c rateClaim) undo(ctx context.Context) { _, _ = c.l.Refund(ctx, c.g) }
+
+// withoutRedis decides d when Redis did not (err), on what the call asked,
+// c: by the failure policy when Redis fails (core.ErrUnavailable); in
+// memory, at the process's share, when this process was too busy to get its
+// call answered in time (but under fail open or closed, a call never sent
+// is shed with a 429, and under fail closed one answered too late gets its
 // 503), and when the limiter's keys in Redis hold what no limiter writes, or
 // any other error, which is reported: only a failing Redis under fail open
-// serves a request without a decision. g is the grant the call asked for,
-// which a local grant records.
-func (p *Policy) withoutRedis(d Decision, l *core.Limiter, g core.Grant, err error) Decision {
+// serves a request without a decision.
+func (p *Policy) withoutRedis(d Decision, c claim, err error) Decision {
 	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
 	if lost {
 		// The request's later limits have what is left of this one's time.
@@ -398,7 +463,7 @@ func (p *Policy) withoutRedis(d Decision, l *core.Limiter, g core.Grant, err err
 		d.Err = errors.Join(d.Err, d.redisErr)
 		d.refuse(observe.ErrorRejected, http.StatusServiceUnavailable, d.prep.headers.unavailable)
 		if lost {
-			_, _ = l.Refund(context.WithoutCancel(d.limits), g)
+			c.undo(context.WithoutCancel(d.limits))
 		}
 		return d
 	case overload && p.failure != failLocal:
@@ -409,28 +474,25 @@ func (p *Policy) withoutRedis(d Decision, l *core.Limiter, g core.Grant, err err
 		// Not Redis failing, nor this process: the limiter's keys, say.
 		d.Err = errors.Join(d.Err, d.redisErr)
 	}
-	return p.local(d, l, g, lost)
+	return p.local(d, c, lost)
 }
 
-// local decides d in memory, at the policy's share of the rate on this
-// process: a grant, made under g, is charged to the core, which writes it
-// into Redis's log once Redis answers; a refusal of a call whose script
-// may yet run (sent, with no answer in time: lost) gives g back, so that a
-// late grant does not count.
-func (p *Policy) local(d Decision, l *core.Limiter, g core.Grant, lost bool) Decision {
-	r := p.fallback.take(d.name, d.prep.share, d.cost)
+// local decides d in memory, at the policy's share on this process (see
+// claim); a refusal of a call whose script may yet run (sent, with no
+// answer in time: lost) gives back what it asked, so that a late grant
+// does not count.
+func (p *Policy) local(d Decision, c claim, lost bool) Decision {
+	r := c.local(&d)
 	switch {
 	case r.Allowed:
 		d.Outcome = observe.FallbackAllowed
-		r.Grant = g
-		l.Charge(g)
 	case p.dryRun:
 		d.Outcome = observe.DryRunDenied
 	default:
 		d.refuse(observe.FallbackDenied, http.StatusTooManyRequests, d.prep.headers.deny)
 	}
 	if !r.Allowed && lost {
-		_, _ = l.Refund(context.WithoutCancel(d.limits), g)
+		c.undo(context.WithoutCancel(d.limits))
 	}
 	d.Result = r
 	return d
@@ -443,15 +505,22 @@ func ceilTimeout(d time.Duration) time.Duration {
 }
 
 // Done is called by the adapter once the next handler has answered a
-// request that d served, with the response status. It gives back d's grant
-// when a later policy of the request refused it, or when the policy's
-// refund rule (WithRefund) matches the status: exactly that grant, before
-// the adapter returns; otherwise it settles the grant to the cost the
-// handler reported with Settle, if any. A refund or settle that Redis
-// cannot take now is kept by the core and made when Redis answers, within
-// the grant's window.
+// request that d served, with the response status, also when the handler
+// panicked (as a 500), and once its response is over: when the handler
+// handed its connection over (a WebSocket), once that is closed. A
+// concurrency limit's slot is given back then, whatever the status. A
+// rate's grant is given back when a later policy of the request refused
+// it, or when the policy's refund rule (WithRefund) matches the status:
+// exactly that grant, before the adapter returns; otherwise it is settled
+// to the cost the handler reported with Settle, if any. A refund or settle
+// that Redis cannot take now is kept by the core and made when Redis
+// answers, within the grant's window.
 func (d Decision) Done(status int) {
 	p := d.p
+	if d.slot != nil {
+		d.slot.release(d.limits)
+		return
+	}
 	if p == nil || d.Result.Grant.IsZero() {
 		return
 	}
@@ -521,7 +590,7 @@ func (p *Policy) Settle(ctx context.Context, permits int64) error {
 
 // observe reports d to the observer.
 func (p *Policy) observe(d *Decision, latency time.Duration) {
-	p.observer.Decision(observe.Decision{
+	p.observer.Decision(d.limits, observe.Decision{
 		Policy: p.name, Outcome: d.Outcome, Permits: d.cost, Latency: latency,
 		Remaining: max(d.Result.Remaining, 0), RetryAfter: d.Result.RetryAfter,
 		Err: cmp.Or(d.Err, d.redisErr), RedisFailed: d.redisErr != nil,

@@ -186,7 +186,7 @@ func TestOneNameIsOneLimit(t *testing.T) {
 		opt  policy.Option
 		want string
 	}{
-		{core.PerMinute(4), nil, `policy "shared": core: invalid option: a policy of this name on this client has the rate 3 per 1m0s (Overall), and this one 4 per 1m0s (Overall)`},
+		{core.PerMinute(4), nil, `policy "shared": core: invalid option: a policy of this name on this client has the rate 3 per 1m0s (Overall), and this one the rate 4 per 1m0s (Overall)`},
 		{core.PerMinute(3), policy.WithMissingKeyServe(), "has WithMissingKeyIP(), and this one WithMissingKeyServe()"},
 	} {
 		_, err := policy.New(c, "shared", tc.r, tc.opt)

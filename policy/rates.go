@@ -7,25 +7,28 @@ import (
 	"github.com/redlimit/redlimit/core"
 )
 
-// prepared is what a policy needs for one rate, made once: the limiter
-// options, the headers and bodies, and the local fallback's share.
+// prepared is what a policy needs for one rate, or for its concurrency
+// limit, made once: the limiter or semaphore options, the headers and
+// bodies, and the local fallback's share.
 type prepared struct {
-	rate    core.Rate
-	share   core.Rate // the rate of one instance, for the local fallback
+	rate    core.Rate // a concurrency limit's in Permits
+	share   core.Rate // that of one instance, for the local fallback
 	limOpts []core.LimiterOption
+	semOpts []core.SemaphoreOption
 	headers header
 }
 
-// prepare makes the prepared rate r, which is valid.
+// prepare makes the prepared rate r, which is valid for the policy's kind.
 func (p *Policy) prepare(r core.Rate) *prepared {
 	share := r
 	share.Permits = max((r.Permits+p.shares-1)/p.shares, 1)
-	return &prepared{
-		rate:    r,
-		share:   share,
-		limOpts: []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(p.timeout)},
-		headers: newHeader(p.name, r, p.style),
+	prep := &prepared{rate: r, share: share, headers: newHeader(p.name, p.kind, r, p.style)}
+	if p.kind == kindConcurrency {
+		prep.semOpts = []core.SemaphoreOption{core.WithPermits(r.Permits), core.WithCallTimeout(p.timeout)}
+	} else {
+		prep.limOpts = []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(p.timeout)}
 	}
+	return prep
 }
 
 // maxRates bounds the rates a WithRateFunc policy keeps prepared.

@@ -32,34 +32,18 @@ func newWaits(maxWait time.Duration, maxWaiters, perKey int) *waits {
 // request cannot get the permits in time, and an error when Redis did not
 // decide, with the result of the failed call.
 func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string, cost int64, r core.Result) (core.Result, bool, error) {
-	turn, ahead, ok := w.join(key)
+	// The waiters ahead take the next permits: each needs about its cost's
+	// share of the interval.
+	fits := func(ahead int, left time.Duration) bool {
+		est := r.RetryAfter + time.Duration(ahead)*perPermit(r.Rate, cost)
+		return r.RetryAfter <= left && est <= left
+	}
+	left, leave, ok := w.turn(ctx, key, fits)
 	if !ok {
 		return r, false, nil
 	}
-	defer w.leave(key, turn)
-	// The waiters ahead take the next permits: each needs about its cost's
-	// share of the interval.
-	est := r.RetryAfter + time.Duration(ahead)*perPermit(r.Rate, cost)
-	left := w.maxWait
-	if dl, ok := ctx.Deadline(); ok {
-		left = min(left, time.Until(dl))
-	}
-	if r.RetryAfter > left || est > left {
-		return r, false, nil
-	}
-	select {
-	case w.slots <- struct{}{}:
-		defer func() { <-w.slots }()
-	default: // too many waiters: reject at once
-		return r, false, nil
-	}
-	start := time.Now()
-	select {
-	case <-turn:
-	case <-ctx.Done(): // the client went away: keep the denial
-		return r, false, nil
-	}
-	got, _, err := p.acquire(ctx, l, cost, w.maxWait-time.Since(start))
+	defer leave()
+	got, _, err := p.acquire(ctx, l, cost, left)
 	switch {
 	case err == nil:
 		return got, got.Allowed, nil
@@ -67,6 +51,61 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 		return r, false, nil
 	}
 	return got, false, err // got.Grant: what a local grant records
+}
+
+// waitSlot waits for cost slots of s, whose refusal was r, and returns
+// the lease and result, and whether the request waited; as wait. A slot's
+// wait cannot be known: a request waits if it finds room in the queue.
+func (w *waits) waitSlot(ctx context.Context, p *Policy, s *core.Semaphore, key string, cost int64, r core.Result) (core.Lease, core.Result, bool, error) {
+	left, leave, ok := w.turn(ctx, key, func(int, time.Duration) bool { return true })
+	if !ok {
+		return core.Lease{}, r, false, nil
+	}
+	defer leave()
+	lease, got, err := s.TryAcquireWithin(ctx, cost, p.lease, left)
+	switch {
+	case err == nil:
+		return lease, got, got.Allowed, nil
+	case ctx.Err() != nil: // the client went away: keep the refusal
+		return core.Lease{}, r, false, nil
+	}
+	return lease, got, false, err // lease: what a local grant holds
+}
+
+// turn queues a request on key and waits for its turn: it returns the
+// time left of the maximum wait and a function that ends the turn, or
+// false, at once, when the request cannot wait: too many waiters, its
+// wait does not fit what is left of the maximum wait and of ctx's
+// deadline (fits, given the number of waiters ahead), or the client went
+// away.
+func (w *waits) turn(ctx context.Context, key string, fits func(ahead int, left time.Duration) bool) (time.Duration, func(), bool) {
+	turn, ahead, ok := w.join(key)
+	if !ok {
+		return 0, nil, false
+	}
+	left := w.maxWait
+	if dl, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(dl))
+	}
+	if !fits(ahead, left) {
+		w.leave(key, turn)
+		return 0, nil, false
+	}
+	select {
+	case w.slots <- struct{}{}:
+	default: // too many waiters: reject at once
+		w.leave(key, turn)
+		return 0, nil, false
+	}
+	leave := func() { <-w.slots; w.leave(key, turn) }
+	start := time.Now()
+	select {
+	case <-turn:
+	case <-ctx.Done(): // the client went away
+		leave()
+		return 0, nil, false
+	}
+	return w.maxWait - time.Since(start), leave, true
 }
 
 // perPermit is the part of the interval that cost permits take at rate r.

@@ -255,13 +255,15 @@ type recorder struct {
 	events *[]event
 }
 
-func (o *recorder) Decision(d observe.Decision) {
+func (o *recorder) Decision(_ context.Context, d observe.Decision) {
 	o.add(event{policy: o.policy, at: o.since(), outcome: d.Outcome})
 }
 
 func (o *recorder) Fallback(_ string, active bool) {
 	o.add(event{policy: o.policy, at: o.since(), fallback: true, active: active})
 }
+
+func (*recorder) Held(string, int64) {}
 
 func (o *recorder) add(e event) {
 	o.mu.Lock()

@@ -20,11 +20,17 @@ type Flow[C any] struct {
 	Refuse func(c C, status int, body []byte) error
 	// Next runs the rest of the chain and returns the response's status.
 	Next func(C) (status int, err error)
+	// Hold, when not nil, reports whether the handler handed the
+	// connection over, to be served after Next returned (fasthttp's
+	// Hijack: a WebSocket), and then calls done once that ends.
+	Hold func(c C, done func()) bool
 }
 
 // Serve applies p to the request c, which x presents to the policy: it
 // decides, reports an error, answers a refusal or runs the chain, and
-// tells the decision the response's status.
+// tells the decision the response's status once the response is over: a
+// handler that panics answers 500, and one that handed its connection over
+// ends when that does (see Hold).
 func (f *Flow[C]) Serve(p *policy.Policy, x policy.Exchange, c C) error {
 	d := p.Decide(x)
 	if d.Err != nil {
@@ -40,8 +46,17 @@ func (f *Flow[C]) Serve(p *policy.Policy, x policy.Exchange, c C) error {
 	case d.Status != 0:
 		return f.Refuse(c, d.Status, d.Body)
 	}
+	served := false
+	defer func() {
+		if !served { // the handler panicked: its slot, say, goes back
+			d.Done(http.StatusInternalServerError)
+		}
+	}()
 	status, err := f.Next(c)
-	d.Done(status)
+	served = true
+	if f.Hold == nil || !f.Hold(c, func() { d.Done(status) }) {
+		d.Done(status)
+	}
 	return err
 }
 

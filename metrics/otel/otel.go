@@ -13,6 +13,10 @@
 //	redlimit_decision_duration_seconds  Float64Histogram  policy
 //	redlimit_redis_errors_total         Int64Counter      policy
 //	redlimit_fallback_active            Int64Gauge        policy, 0 or 1
+//	redlimit_slots_held                 Int64UpDownCounter policy: a concurrency limit's slots in use
+//
+// A decision is recorded with the request's context, so that an SDK that
+// keeps exemplars links them to the request's trace.
 package otel
 
 import (
@@ -33,6 +37,7 @@ type Observer struct {
 	duration  metric.Float64Histogram
 	errors    metric.Int64Counter
 	fallback  metric.Int64Gauge
+	held      metric.Int64UpDownCounter
 	policies  sync.Map // policy name -> *policyOptions
 }
 
@@ -65,6 +70,10 @@ func New(meter metric.Meter) (*Observer, error) {
 		metric.WithDescription("1 while a policy decides in memory because Redis cannot, else 0.")); err != nil {
 		return nil, err
 	}
+	if o.held, err = meter.Int64UpDownCounter("redlimit_slots_held",
+		metric.WithDescription("Slots of a concurrency limit that this process's requests hold.")); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -83,9 +92,8 @@ func (o *Observer) options(policy string) *policyOptions {
 	return actual.(*policyOptions)
 }
 
-// Decision records d.
-func (o *Observer) Decision(d observe.Decision) {
-	ctx := context.Background()
+// Decision records d, in the request's context ctx.
+func (o *Observer) Decision(ctx context.Context, d observe.Decision) {
 	p := o.options(d.Policy)
 	if int(d.Outcome) < len(p.outcomes) {
 		o.decisions.Add(ctx, 1, p.outcomes[d.Outcome]...)
@@ -103,6 +111,11 @@ func (o *Observer) Fallback(policy string, active bool) {
 		v = 1
 	}
 	o.fallback.Record(context.Background(), v, o.options(policy).record...)
+}
+
+// Held adds delta to the policy's slots held.
+func (o *Observer) Held(policy string, delta int64) {
+	o.held.Add(context.Background(), delta, o.options(policy).add...)
 }
 
 var _ observe.Observer = (*Observer)(nil)

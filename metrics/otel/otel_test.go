@@ -22,11 +22,14 @@ func TestMetrics(t *testing.T) {
 	o, err := otel.New(provider.Meter("redlimit"))
 	require.NoError(t, err)
 	for range 3 {
-		o.Decision(observe.Decision{Policy: "login", Outcome: observe.Allowed, Latency: 200 * time.Microsecond})
+		o.Decision(context.Background(), observe.Decision{Policy: "login", Outcome: observe.Allowed, Latency: 200 * time.Microsecond})
 	}
-	o.Decision(observe.Decision{Policy: "login", Outcome: observe.Denied, Latency: 300 * time.Microsecond})
-	o.Decision(observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down"), RedisFailed: true})
+	o.Decision(context.Background(), observe.Decision{Policy: "login", Outcome: observe.Denied, Latency: 300 * time.Microsecond})
+	o.Decision(context.Background(), observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down"), RedisFailed: true})
 	o.Fallback("api", true)
+	o.Held("exports", 2)
+	o.Held("exports", 1)
+	o.Held("exports", -2)
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
@@ -36,7 +39,10 @@ func TestMetrics(t *testing.T) {
 			got[m.Name] = m
 		}
 	}
-	require.Len(t, got, 4)
+	require.Len(t, got, 5)
+	held := got["redlimit_slots_held"].Data.(metricdata.Sum[int64])
+	assert.False(t, held.IsMonotonic)
+	assert.Equal(t, int64(1), sum(held, "exports", ""), "slots in use")
 
 	decisions := got["redlimit_decisions_total"].Data.(metricdata.Sum[int64])
 	assert.Equal(t, int64(3), sum(decisions, "login", "allowed"))
@@ -89,7 +95,7 @@ func BenchmarkDecision(b *testing.B) {
 	d := observe.Decision{Policy: "p", Outcome: observe.Denied, Permits: 1, Latency: time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {
-		o.Decision(d)
+		o.Decision(context.Background(), d)
 	}
 }
 
@@ -99,6 +105,6 @@ func TestDecisionDoesNotAllocate(t *testing.T) {
 	o, err := otel.New(provider.Meter("redlimit"))
 	require.NoError(t, err)
 	d := observe.Decision{Policy: "p", Outcome: observe.Denied, Permits: 1, Latency: time.Millisecond, Err: errors.New("x"), RedisFailed: true}
-	o.Decision(d)
-	assert.Zero(t, testing.AllocsPerRun(1000, func() { o.Decision(d) }))
+	o.Decision(context.Background(), d)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { o.Decision(context.Background(), d) }))
 }

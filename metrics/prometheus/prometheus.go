@@ -11,6 +11,7 @@
 //	redlimit_decision_duration_seconds{policy}     histogram, 50 µs to 1 s
 //	redlimit_redis_errors_total{policy}            counter
 //	redlimit_fallback_active{policy}               gauge, 0 or 1
+//	redlimit_slots_held{policy}                    gauge: a concurrency limit's slots in use
 //
 // outcome is one of observe.Outcome's names: allowed, denied,
 // waited_allowed, error_served, error_rejected, dry_run_denied,
@@ -18,6 +19,7 @@
 package prometheus
 
 import (
+	"context"
 	"errors"
 	"sync"
 
@@ -34,6 +36,7 @@ type Observer struct {
 	duration  *prom.HistogramVec
 	errors    *prom.CounterVec
 	fallback  *prom.GaugeVec
+	held      *prom.GaugeVec
 	policies  sync.Map // policy name -> *policyMetrics
 }
 
@@ -42,6 +45,7 @@ type policyMetrics struct {
 	duration prom.Observer
 	errors   prom.Counter
 	fallback prom.Gauge
+	held     prom.Gauge
 }
 
 // New returns an Observer whose metrics are registered with reg (for
@@ -66,6 +70,10 @@ func New(reg prom.Registerer) (*Observer, error) {
 			Name: "redlimit_fallback_active",
 			Help: "1 while a policy decides in memory because Redis cannot, else 0.",
 		}, []string{"policy"}),
+		held: prom.NewGaugeVec(prom.GaugeOpts{
+			Name: "redlimit_slots_held",
+			Help: "Slots of a concurrency limit that this process's requests hold.",
+		}, []string{"policy"}),
 	}
 	var err error
 	o.decisions, err = register(reg, o.decisions)
@@ -77,6 +85,9 @@ func New(reg prom.Registerer) (*Observer, error) {
 	}
 	if err == nil {
 		o.fallback, err = register(reg, o.fallback)
+	}
+	if err == nil {
+		o.held, err = register(reg, o.held)
 	}
 	if err != nil {
 		return nil, err
@@ -108,6 +119,7 @@ func (o *Observer) metrics(policy string) *policyMetrics {
 		duration: o.duration.WithLabelValues(policy),
 		errors:   o.errors.WithLabelValues(policy),
 		fallback: o.fallback.WithLabelValues(policy),
+		held:     o.held.WithLabelValues(policy),
 	}
 	for _, oc := range observe.Outcomes() {
 		m.outcomes[oc] = o.decisions.WithLabelValues(policy, oc.String())
@@ -117,7 +129,7 @@ func (o *Observer) metrics(policy string) *policyMetrics {
 }
 
 // Decision counts d.
-func (o *Observer) Decision(d observe.Decision) {
+func (o *Observer) Decision(_ context.Context, d observe.Decision) {
 	m := o.metrics(d.Policy)
 	if int(d.Outcome) < len(m.outcomes) && m.outcomes[d.Outcome] != nil {
 		m.outcomes[d.Outcome].Inc()
@@ -136,5 +148,8 @@ func (o *Observer) Fallback(policy string, active bool) {
 	}
 	o.metrics(policy).fallback.Set(v)
 }
+
+// Held adds delta to the policy's slots held.
+func (o *Observer) Held(policy string, delta int64) { o.metrics(policy).held.Add(float64(delta)) }
 
 var _ observe.Observer = (*Observer)(nil)

@@ -1,6 +1,7 @@
 package prometheus_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -20,10 +21,10 @@ func TestMetrics(t *testing.T) {
 	o, err := prometheus.New(reg)
 	require.NoError(t, err)
 	for range 3 {
-		o.Decision(observe.Decision{Policy: "login", Outcome: observe.Allowed, Permits: 1, Latency: 200 * time.Microsecond})
+		o.Decision(context.Background(), observe.Decision{Policy: "login", Outcome: observe.Allowed, Permits: 1, Latency: 200 * time.Microsecond})
 	}
-	o.Decision(observe.Decision{Policy: "login", Outcome: observe.Denied, Permits: 1, RetryAfter: time.Second, Latency: 300 * time.Microsecond})
-	o.Decision(observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down"), RedisFailed: true})
+	o.Decision(context.Background(), observe.Decision{Policy: "login", Outcome: observe.Denied, Permits: 1, RetryAfter: time.Second, Latency: 300 * time.Microsecond})
+	o.Decision(context.Background(), observe.Decision{Policy: "api", Outcome: observe.ErrorServed, Latency: 100 * time.Millisecond, Err: errors.New("redis down"), RedisFailed: true})
 	o.Fallback("api", true)
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -93,6 +94,18 @@ redlimit_decision_duration_seconds_bucket{policy="login",le="+Inf"} 4
 redlimit_decision_duration_seconds_sum{policy="login"} 0.0009
 redlimit_decision_duration_seconds_count{policy="login"} 4
 `), "redlimit_decision_duration_seconds"))
+
+	// Slots in use: taken and given back, from two requests.
+	o.Held("exports", 2)
+	o.Held("exports", 1)
+	o.Held("exports", -2)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP redlimit_slots_held Slots of a concurrency limit that this process's requests hold.
+# TYPE redlimit_slots_held gauge
+redlimit_slots_held{policy="api"} 0
+redlimit_slots_held{policy="exports"} 1
+redlimit_slots_held{policy="login"} 0
+`), "redlimit_slots_held"))
 }
 
 // A second Observer on the same registry shares its metrics.
@@ -102,8 +115,8 @@ func TestTwoObserversShareMetrics(t *testing.T) {
 	require.NoError(t, err)
 	b, err := prometheus.New(reg)
 	require.NoError(t, err)
-	a.Decision(observe.Decision{Policy: "p", Outcome: observe.Allowed})
-	b.Decision(observe.Decision{Policy: "p", Outcome: observe.Allowed})
+	a.Decision(context.Background(), observe.Decision{Policy: "p", Outcome: observe.Allowed})
+	b.Decision(context.Background(), observe.Decision{Policy: "p", Outcome: observe.Allowed})
 	assert.Equal(t, 2.0, counter(t, reg, "redlimit_decisions_total", "p", "allowed"))
 }
 
@@ -112,8 +125,8 @@ func TestDecisionDoesNotAllocate(t *testing.T) {
 	o, err := prometheus.New(prom.NewRegistry())
 	require.NoError(t, err)
 	d := observe.Decision{Policy: "p", Outcome: observe.Denied, Permits: 1, Latency: time.Millisecond}
-	o.Decision(d)
-	assert.Zero(t, testing.AllocsPerRun(1000, func() { o.Decision(d) }))
+	o.Decision(context.Background(), d)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { o.Decision(context.Background(), d) }))
 }
 
 // counter returns the value of the counter name with policy and outcome.
@@ -145,6 +158,6 @@ func BenchmarkDecision(b *testing.B) {
 	d := observe.Decision{Policy: "p", Outcome: observe.Denied, Permits: 1, Latency: time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {
-		o.Decision(d)
+		o.Decision(context.Background(), d)
 	}
 }

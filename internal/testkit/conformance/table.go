@@ -977,9 +977,10 @@ type Recorder struct {
 	mu          sync.Mutex
 	decisions   []observe.Decision
 	transitions []bool
+	held        int64 // the slots held now, as Held reports them
 }
 
-func (r *Recorder) Decision(d observe.Decision) {
+func (r *Recorder) Decision(_ context.Context, d observe.Decision) {
 	r.mu.Lock()
 	r.decisions = append(r.decisions, d)
 	r.mu.Unlock()
@@ -989,6 +990,19 @@ func (r *Recorder) Fallback(_ string, active bool) {
 	r.mu.Lock()
 	r.transitions = append(r.transitions, active)
 	r.mu.Unlock()
+}
+
+func (r *Recorder) Held(_ string, delta int64) {
+	r.mu.Lock()
+	r.held += delta
+	r.mu.Unlock()
+}
+
+// HeldNow returns the slots held now, by what Held reported.
+func (r *Recorder) HeldNow() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 // Count returns the decisions of outcome o.

@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,7 +40,7 @@ type served struct {
 	local bool
 }
 
-func (g *grantsOf) Decision(d observe.Decision) {
+func (g *grantsOf) Decision(_ context.Context, d observe.Decision) {
 	local := d.Outcome == observe.FallbackAllowed
 	if !local && d.Outcome != observe.Allowed && d.Outcome != observe.WaitedAllowed {
 		return
@@ -57,6 +58,8 @@ func (g *grantsOf) Fallback(_ string, active bool) {
 	}
 	g.mu.Unlock()
 }
+
+func (*grantsOf) Held(string, int64) {}
 
 // The limit holds around an outage and after it. Two processes (two
 // Clients on one Redis, each with the policy "login", 10 per 2 s on one

@@ -140,13 +140,15 @@ func limiterName(prefix, route, user string) string {
 }
 
 // Decision records what a policy decided (observe.Observer).
-func (a *app) Decision(d observe.Decision) {
+func (a *app) Decision(_ context.Context, d observe.Decision) {
 	a.mu.Lock()
 	a.last[d.Policy] = d.Outcome
 	a.mu.Unlock()
 }
 
 func (a *app) Fallback(string, bool) {}
+
+func (*app) Held(string, int64) {}
 
 // lastOutcome returns what policy decided last.
 func (a *app) lastOutcome(policy string) observe.Outcome {

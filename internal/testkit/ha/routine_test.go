@@ -79,7 +79,7 @@ func newProc(t *testing.T, rdb redis.UniversalClient, timeout time.Duration, rat
 	return pr
 }
 
-func (pr *proc) Decision(d observe.Decision) {
+func (pr *proc) Decision(_ context.Context, d observe.Decision) {
 	pr.mu.Lock()
 	pr.outcomes[d.Outcome]++
 	pr.mu.Unlock()
@@ -90,6 +90,8 @@ func (pr *proc) Fallback(_ string, active bool) {
 	pr.transitions = append(pr.transitions, active)
 	pr.mu.Unlock()
 }
+
+func (*proc) Held(string, int64) {}
 
 // decide decides one request of user and records it.
 func (pr *proc) decide(user string) policy.Decision {
