@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/gofiber/fiber/v3/middleware/adaptor"
+	recoverer "github.com/gofiber/fiber/v3/middleware/recover"
 	"github.com/gofiber/utils/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -112,6 +113,7 @@ func serveWith(readBuffer int) func(*testing.T, conformance.App) func(*http.Requ
 
 func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Response, error) {
 	f := fiber.New(fiber.Config{ReadBufferSize: readBuffer})
+	f.Use(recoverer.New()) // a handler's panic is a 500 (HeaderPanic)
 	f.Use(func(c fiber.Ctx) error {
 		ctx, cancel := conformance.Controls(c.Context(), header(c))
 		defer cancel()

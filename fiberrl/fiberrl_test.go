@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/redlimit/redlimit/core"
@@ -83,6 +84,7 @@ func serveWith(readBuffer int) func(*testing.T, conformance.App) func(*http.Requ
 
 func serveApp(app conformance.App, readBuffer int) func(*http.Request) (*http.Response, error) {
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, ReadBufferSize: readBuffer})
+	f.Use(recover.New()) // a handler's panic is a 500 (HeaderPanic)
 	f.Use(func(c *fiber.Ctx) error {
 		ctx, cancel := conformance.Controls(c.UserContext(), func(name string) string { return c.Get(name) })
 		defer cancel()

@@ -49,7 +49,54 @@ const codeKey = "x-code"
 // error that the call's x-code metadata asks for, and a server-streaming
 // method that sends three StringValues. served counts the calls that reached
 // a handler.
-type testService struct{ served atomic.Int64 }
+type testService struct {
+	served atomic.Int64
+	inFlight
+}
+
+// inFlight counts the calls held in their handlers (x-code "hold"), and
+// releases them.
+type inFlight struct {
+	mu        sync.Mutex
+	now, most int
+	release   chan struct{}
+}
+
+// hold holds a call until the next release, or until ctx ends.
+func (h *inFlight) hold(ctx context.Context) {
+	h.mu.Lock()
+	if h.release == nil {
+		h.release = make(chan struct{})
+	}
+	h.now++
+	h.most = max(h.most, h.now)
+	rel := h.release
+	h.mu.Unlock()
+	select {
+	case <-rel:
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	h.now--
+	h.mu.Unlock()
+}
+
+// free releases the calls held now.
+func (h *inFlight) free() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.release != nil {
+		close(h.release)
+		h.release = nil
+	}
+}
+
+// held returns the calls held now, and the most at once.
+func (h *inFlight) held() (now, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.now, h.most
+}
 
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: "test.Test",
@@ -76,6 +123,11 @@ func unaryHandler(srv any, ctx context.Context, dec func(any) error, interceptor
 			return wrapperspb.String("none"), nil
 		case c[0] == "context":
 			return nil, context.DeadlineExceeded
+		case c[0] == "hold":
+			srv.(*testService).hold(ctx)
+			return wrapperspb.String("ok"), nil
+		case c[0] == "panic":
+			panic("the handler panics, as x-code asks")
 		default:
 			n, err := strconv.Atoi(c[0])
 			if err != nil {
@@ -96,6 +148,9 @@ func streamHandler(srv any, ss grpc.ServerStream) error {
 		return err
 	}
 	for i := range 3 {
+		if i == 1 && len(metadata.ValueFromIncomingContext(ss.Context(), codeKey)) > 0 {
+			srv.(*testService).hold(ss.Context()) // "hold": between the first message and the others
+		}
 		if err := ss.SendMsg(wrapperspb.String(strconv.Itoa(i))); err != nil {
 			return err
 		}

@@ -71,7 +71,8 @@ func (p *Policy) decideSlot(ctx context.Context, d Decision) Decision {
 		}
 		return p.withoutRedis(d, slotClaim{p, s, lease}, err)
 	}
-	r.Rate = d.prep.rate
+	// A lease's end is no retry time: the holders renew their leases.
+	r.Rate, r.RetryAfter = d.prep.rate, 0
 	if r.Allowed {
 		// Just after an outage the slot must fit this process's share too.
 		limit := int64(0)

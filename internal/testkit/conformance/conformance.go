@@ -109,6 +109,11 @@ type Limit struct {
 	// "deny r=<remaining> retry=<ms>", read with the adapter's ResultFrom.
 	Deny    bool
 	OnError ErrorMode
+	// Concurrency, when not 0, makes the limit a concurrency limit of
+	// that many requests in flight (policy.NewConcurrency; Rate is not
+	// used), with a lease of Lease (0: the default).
+	Concurrency int64
+	Lease       time.Duration
 }
 
 // Route is a route of an App with its own limits. Path uses {name} for
@@ -135,6 +140,7 @@ type App struct {
 
 	adapter *Adapter
 	built   *built // the policies Policy built
+	holds   *holds // the requests the handler holds (HeaderHold)
 }
 
 // built are the policies of an App.
@@ -145,9 +151,17 @@ type built struct {
 
 // Status is what an App's handler does: it reports the request's real
 // cost where X-Settle gives one (to every policy of the App: each settles
-// only a request it limited) and returns the status to answer with:
-// X-Status, else 200.
+// only a request it limited); holds the request where X-Hold says (see
+// HeaderHold); panics where X-Panic says; and returns the status to answer
+// with: X-Status, else 200.
 func (a App) Status(ctx context.Context, header func(string) string) int {
+	if g := header(HeaderHold); g != "" && a.holds != nil {
+		ms, _ := strconv.Atoi(header(HeaderHoldMs))
+		a.holds.hold(ctx, g, time.Duration(ms)*time.Millisecond)
+	}
+	if header(HeaderPanic) != "" {
+		panic("conformance: the handler panics, as X-Panic asks")
+	}
 	if n, err := strconv.ParseInt(header(HeaderSettle), 10, 64); err == nil && a.built != nil {
 		a.built.mu.Lock()
 		ps := append([]*policy.Policy(nil), a.built.ps...)
@@ -223,7 +237,15 @@ func (a App) Policy(l Limit) *policy.Policy {
 			o = append(o, opt)
 		}
 	}
-	p := policy.MustNew(a.Client, l.Name, l.Rate, o...)
+	var p *policy.Policy
+	if l.Concurrency > 0 {
+		if l.Lease > 0 {
+			o = append(o, policy.WithLease(l.Lease))
+		}
+		p = policy.MustNewConcurrency(a.Client, l.Name, l.Concurrency, o...)
+	} else {
+		p = policy.MustNew(a.Client, l.Name, l.Rate, o...)
+	}
 	if a.built != nil {
 		a.built.mu.Lock()
 		a.built.ps = append(a.built.ps, p)
@@ -295,6 +317,14 @@ const (
 	// HeaderResult: the handler's answer carries the decision it read with
 	// the adapter's ResultFrom (ResultValue).
 	HeaderResult = "X-Result"
+	// HeaderHold: the handler holds the request, counted in flight in the
+	// group the header names, until the test releases the group, for the
+	// milliseconds in HeaderHoldMs if given, or until the request's
+	// context ends.
+	HeaderHold   = "X-Hold"
+	HeaderHoldMs = "X-Hold-Ms"
+	// HeaderPanic: the handler panics.
+	HeaderPanic = "X-Panic"
 )
 
 // ResultValue is what a handler writes in HeaderResult: the remaining

@@ -159,7 +159,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		prefix := t.Name() + "." + strconv.FormatUint(rand.Uint64(), 36) + ":"
 		c, err := core.New(rdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100), adapter: &a, built: &built{}}
+		ap := App{Client: c, Prefix: prefix, Global: patient(global, sharedTimeout), Routes: patientRoutes(routes), Errors: make(chan error, 100), adapter: &a, built: &built{}, holds: newHolds()}
 		return ap, caller{t: t, do: a.Serve(t, ap)}
 	}
 	// one serves a single route "/a" behind one global limit.
@@ -392,7 +392,7 @@ func run(t *testing.T, a Adapter, b backend) {
 		frdb, prefix, s := b.failing(t, n)
 		c, err := core.New(frdb, core.WithKeyPrefix(prefix))
 		require.NoError(t, err)
-		ap := App{Client: c, Global: patient([]Limit{l}, failingTimeout), Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100), adapter: &a, built: &built{}}
+		ap := App{Client: c, Prefix: prefix, Global: patient([]Limit{l}, failingTimeout), Routes: []Route{{Path: "/a"}}, Errors: make(chan error, 100), adapter: &a, built: &built{}, holds: newHolds()}
 		return ap, caller{t: t, do: a.Serve(t, ap)}, s
 	}
 	// Requests must be answered well within this while Redis is down (plus
@@ -924,6 +924,8 @@ func run(t *testing.T, a Adapter, b backend) {
 		require.NoError(t, err)
 		assert.Equal(t, "string", kind, "the poisoned key is left as it was")
 	})
+
+	runConcurrency(t, a, b, app, failing)
 
 	t.Run("user ids cannot collide with other users or policies", func(t *testing.T) {
 		t.Parallel()

@@ -1,0 +1,28 @@
+package echo5rl_test
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/redlimit/redlimit/echo5rl"
+	"github.com/redlimit/redlimit/internal/testkit/conformance"
+	"github.com/redlimit/redlimit/policy"
+)
+
+// A WebSocket connection holds its slot of a concurrency limit until it
+// closes.
+func TestWebSocketHoldsItsSlot(t *testing.T) {
+	conformance.RunWebSocket(t, func(t *testing.T, p *policy.Policy) string {
+		e := echo.New()
+		e.GET("/ws", func(c *echo.Context) error {
+			conformance.EchoWebSocket(c.Response(), c.Request())
+			return nil
+		}, echo5rl.New(p))
+		srv := httptest.NewServer(e)
+		t.Cleanup(srv.Close)
+		return "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
+	})
+}
