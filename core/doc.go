@@ -255,7 +255,10 @@
 // Each call is one script call, through the round trips of the limiters'
 // decisions, with their timeouts, failure handling and coalescing. Each
 // takes back the permits whose lease ended, by Redis's TIME, before it
-// decides. TryAcquire never waits, and a call resent after a lost reply
+// decides. TryAcquire never waits; TryAcquireWithin waits for permits,
+// woken by the releases published on the channel (which the Client
+// subscribes while it has waiters on it), by the end of the lease it waits
+// for, or by a poll four times a second. A call resent after a lost reply
 // takes nothing twice (the permits' ids come from the caller); Release and
 // Renew may be sent twice. Renew never refuses: it holds again the permits
 // Redis no longer has (restarted empty, or a lease a fallback granted when

@@ -1,5 +1,6 @@
-// Package policy builds rate limits on requests once, for every framework.
-// A Policy is one named limit: who is limited (a key function), how many
+// Package policy builds limits on requests once, for every framework: a
+// rate (New) or a number of requests in flight (NewConcurrency). A Policy
+// is one named limit: who is limited (a key function), how many
 // requests at what cost, whether a request over the limit waits, what
 // happens when Redis cannot decide, which headers responses carry, and who
 // observes it. The middleware packages apply a Policy, and only translate
@@ -92,6 +93,32 @@
 // its script, should it run late, and a local grant count once, and a
 // request refused meanwhile gives that grant back. In wait mode, a request
 // in either case asks again within its maximum wait.
+//
+// # Requests in flight
+//
+// NewConcurrency limits the requests of each key that run at once: a
+// request takes a slot, a permit of a core.Semaphore held by a lease,
+// before its handler runs, and gives it back when Done is called, which
+// adapters do when the handler returns, when it panics (as a 500), and,
+// for a connection the handler handed over to be served after it returned
+// (fasthttp's Hijack, as fiber's WebSockets do), when that closes. While
+// the request runs, its lease (WithLease, 30 s by default) is renewed
+// every third of it, so a process that dies holds its slots one lease at
+// most, by Redis's clock. In wait mode a request over the limit waits,
+// first come first served, until a slot is given back (the semaphore's
+// channel says so; a lease that ends says nothing, and a waiter asks Redis
+// four times a second at most), or its wait or deadline ends.
+//
+// When Redis cannot decide, the local fallback counts the slots this
+// process holds on the key, those Redis granted included, against the
+// process's share of the limit. A slot granted so is held in Redis as soon
+// as it answers (a renewal holds what Redis does not), and when an outage
+// ends every slot held is renewed at once, and again two seconds later;
+// meanwhile a slot must fit both Redis's count and the process's share, so
+// that the other processes' holders, whose probes find Redis within a
+// second, register theirs first. A Redis restarted empty thus learns what
+// is held within a renewal: at worst, when this process saw no failure, a
+// third of the lease.
 //
 // # Settling the real cost
 //
