@@ -33,10 +33,11 @@ type call struct {
 // keys returns the keys, of its limiter's five, that cl's script takes:
 // those its limiter declares (see declared), but for the scripts that set
 // a rate or act on every key (SetRate, Expire, Delete...), which take all
-// five on a rate's limiter. A quota's limiter has one key, its counter,
-// for every script.
+// five on a rate's limiter. A quota's limiter (its counter) and a
+// semaphore's (its counter and leases) have the same keys for every
+// script.
 func (cl *call) keys() []uint8 {
-	if cl.s.declared || cl.l.quota != nil {
+	if cl.s.declared || cl.l.fixed {
 		return cl.l.decl
 	}
 	return allKeys

@@ -80,9 +80,21 @@ func (c *denialCache) get(name string, rate *rateArgs, permits int64, now time.T
 	return r, true
 }
 
+// denialLife is how long a denial is kept at most: a reset (Delete) or a
+// change of the permits made by another process reaches this one within
+// it, whatever it held as denied.
+const denialLife = time.Second
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // put records a denial at rate decided for a request sent at sent, whose
 // reply came at received. The cache denies until the earliest time the
-// permits can be back; it reports the latest, counted from the reply, so
+// permits can be back, for a second at most (denialLife); it reports the latest, counted from the reply, so
 // that a caller waiting the reported time is never early. A denial whose
 // permits come back within the script's resolution is not worth keeping,
 // and one whose retry time is a bound cannot be kept: the permits may be
@@ -98,7 +110,7 @@ func (c *denialCache) put(name string, rate *rateArgs, permits int64, sent, rece
 	*d = denial{
 		rate:    rate,
 		permits: permits,
-		until:   sent.Add(r.RetryAfter - scriptResolution),
+		until:   minTime(sent.Add(r.RetryAfter-scriptResolution), received.Add(denialLife)),
 		retryAt: received.Add(r.RetryAfter),
 		reset:   received.Add(r.ResetAfter),
 		res:     r,

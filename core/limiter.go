@@ -21,6 +21,7 @@ type Limiter struct {
 	err     error         // a bad name or option, returned by every call
 	coded   *codedRate    // the rate given with WithRate, or nil
 	quota   *codedQuota   // the quota given with WithQuota, or nil
+	fixed   bool          // every script takes decl (a quota's, a semaphore's)
 	timeout time.Duration // bound of each round trip, when > 0
 	slot    uint16        // the Cluster hash slot of its keys, when batched per slot
 }
@@ -114,7 +115,7 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 			l.err = fmt.Errorf("%w: a limiter counts a rate (WithRate) or a quota (WithQuota), not both", ErrInvalidOption)
 			return l
 		}
-		l.keys[0], l.decl = quotaKey(l.name), quotaKeys
+		l.keys[0], l.decl, l.fixed = quotaKey(l.name), quotaKeys, true
 		return l
 	}
 	l.decl = declared(l.coded)
@@ -531,6 +532,54 @@ func (l *Limiter) expiry(grant Grant) int64 {
 		return 0
 	}
 	return grant.at + l.coded.rate.Interval.Milliseconds()
+}
+
+// Peek returns what TryAcquire of permits would answer now, taking
+// nothing and writing nothing: whether they are available, the permits
+// left, and when they would not be, the time until they are (never early,
+// as TryAcquire's); its Rate is the rate (or quota) that decides. Of a
+// quota, the times are those until the next period. Another client may
+// take or give back permits the moment after.
+func (l *Limiter) Peek(ctx context.Context, permits int64) (Result, error) {
+	if l.err != nil {
+		return Result{}, l.err
+	}
+	if permits < 1 || permits > MaxPermits {
+		return Result{}, fmt.Errorf("%w: %d not in [1, %d]", ErrInvalidPermits, permits, int64(MaxPermits))
+	}
+	if l.quota != nil {
+		q, err := l.quotaCall(ctx, "peek")
+		if err != nil {
+			return Result{}, fmt.Errorf("core: peek: %w", err)
+		}
+		r := Result{Remaining: q.v[2], Rate: Rate{Permits: l.quota.quota.Limit, Interval: time.Duration(q.end-q.start) * time.Millisecond}}
+		r.ResetAfter = time.Duration(q.end-q.v[1]) * time.Millisecond
+		r.Allowed = permits <= r.Remaining
+		if !r.Allowed {
+			r.RetryAfter = r.ResetAfter
+		}
+		return r, nil
+	}
+	v, err := l.eval(ctx, scriptAvailable, l.scriptRate(), permits)
+	switch {
+	case err != nil:
+		return Result{}, fmt.Errorf("core: peek: %w", err)
+	case len(v) < 7:
+		return Result{}, fmt.Errorf("core: peek: %w", errShortReply)
+	case v[2] == -1:
+		return Result{}, fmt.Errorf("core: peek: %w: %d permits, rate %d", ErrPermitsExceedRate, permits, v[4])
+	}
+	r := Result{Allowed: v[2] == 0, Remaining: v[1], ResetAfter: time.Duration(v[3]) * time.Millisecond,
+		Rate: Rate{Permits: v[4], Interval: time.Duration(v[5]) * time.Millisecond, Type: RateType(v[6])}}
+	if retry := v[2]; retry < -1 {
+		r.RetryAfter, r.bound = time.Duration(-2-retry)*time.Millisecond, true
+	} else {
+		r.RetryAfter = time.Duration(retry) * time.Millisecond
+	}
+	if l.coded != nil {
+		r.Rate = l.coded.rate
+	}
+	return r, nil
 }
 
 // AvailablePermits returns the number of permits available now. It writes

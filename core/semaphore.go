@@ -88,7 +88,7 @@ func (c *Client) Semaphore(name string, opts ...SemaphoreOption) *Semaphore {
 		leases, channel = n+":timeout", "redisson_sc:"+n
 	}
 	s := &Semaphore{
-		route:   &Limiter{c: c, name: n, keys: [5]string{n, leases}, decl: semaphoreKeys},
+		route:   &Limiter{c: c, name: n, keys: [5]string{n, leases}, decl: semaphoreKeys, fixed: true},
 		channel: channel,
 		publish: "PUBLISH",
 	}
@@ -293,6 +293,21 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("core: semaphore available: %w", err)
 	}
 	return max(v[1], 0), nil
+}
+
+// Delete removes the semaphore's counter and leases, and reports whether
+// there were any: every permit is available again (with WithPermits; a
+// semaphore whose limit was stored in Redis has none until it is set
+// again). A holder that renews its lease later holds its permits again.
+func (s *Semaphore) Delete(ctx context.Context) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	v, err := s.route.eval(ctx, scriptDelete, nil)
+	if err != nil {
+		return false, fmt.Errorf("core: semaphore delete: %w", err)
+	}
+	return v[1] > 0, nil
 }
 
 // eval runs script sc on the semaphore's keys, through the Client's round

@@ -1,11 +1,21 @@
 -- available.lua: the permits available now. Writes nothing.
 -- ARGV[1..4]: the rate given in code, used when none is stored, or four
--- empty strings. Reply: {OK, available}.
+-- empty strings; ARGV[5], if given: permits, which a peek asks of. Reply:
+-- {OK, available}; for a peek, {OK, available, retry ms, reset ms, rate,
+-- interval ms, type}: the time until the permits are available (0: now;
+-- -1: more than the rate; below -1, -2 - retry: a bound, as acquire's),
+-- until every permit is, and the rate that decides.
 
 local L = lib()
+local n = tonumber(ARGV[5])
 local cfg, status = L.read_config(0)
 if status == L.NOT_INITIALIZED and ARGV[1] ~= '' then
-  return { L.OK, tonumber(ARGV[1]) } -- nothing was ever acquired
+  -- Nothing was ever acquired.
+  if n then
+    return { L.OK, tonumber(ARGV[1]), tonumber(ARGV[1]) < n and -1 or 0, 0,
+      tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]) }
+  end
+  return { L.OK, tonumber(ARGV[1]) }
 elseif status ~= L.OK then
   return { status }
 end
@@ -17,13 +27,42 @@ local live = function()
 end
 
 local v = L.int(redis.call('GET', vkey))
+local out = 0 -- the permits of the grants that left the window, still logged
 if v and redis.call('EXISTS', pkey) == 1 then
-  v = v + sum_permits(redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff))
+  out = sum_permits(redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff))
+  v = v + out
   if v > rate then
     v = rate - live()
   end
 else
   -- No counter, or no log (so no permit is out): the log decides.
   v = rate - live()
+  if n then
+    out = sum_permits(redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff))
+  end
 end
-return { L.OK, math.max(0, v) }
+if not n then
+  return { L.OK, math.max(0, v) }
+end
+local interval = cfg[2]
+local retry, reset = 0, 0
+local last = L.newest(pkey)
+if last then
+  reset = math.max(0, math.min(last + interval - now, interval))
+end
+if n > rate then
+  retry = -1
+elseif v < n then
+  -- The log's oldest grants: those that left the window first, whose
+  -- permits v counts already.
+  local at, _, exact = L.walk(pkey, n - v + out)
+  retry = interval
+  if at then
+    retry = math.max(1, math.min(at + interval - now, interval))
+  end
+  reset = math.max(reset, retry)
+  if not exact then
+    retry = -2 - retry
+  end
+end
+return { L.OK, math.max(0, v), retry, reset, rate, interval, tonumber(cfg[3]) }
