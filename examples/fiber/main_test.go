@@ -13,9 +13,9 @@ import (
 
 // The server has the timeouts of a server open to clients: it closes a
 // keep-alive connection left idle for its IdleTimeout (shortened here), a
-// login that waits for its permit is answered all the same (fasthttp's
-// WriteTimeout starts once the handler returns), and the API is limited as
-// main says.
+// login that waits for its permit and an export at work are answered all
+// the same (fasthttp's WriteTimeout starts once the handler returns), and
+// the API is limited as main says.
 func TestServer(t *testing.T) {
 	app := newApp(exampletest.Client(t), 1)
 	cfg := app.Config()
@@ -32,5 +32,6 @@ func TestServer(t *testing.T) {
 	addr := ln.Addr().String()
 	exampletest.IdleClosed(t, addr, idle) // 1 of the 10 requests per 10 s
 	exampletest.LoginWaits(t, addr)       // 2 more
-	exampletest.Limited(t, addr, 7)
+	exampletest.ExportsInFlight(t, addr)  // 3 more: the export refused gives its permit back
+	exampletest.Limited(t, addr, 4)
 }

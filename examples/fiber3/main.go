@@ -1,6 +1,6 @@
 // Command fiber3 is an example API limited with fiber3rl (Fiber v3): a
-// global per-IP limit, a strict login limit in wait mode, and a per-user
-// limit.
+// global per-IP limit, a strict login limit in wait mode, a per-user limit,
+// and a limit of the exports each user runs at once.
 //
 //	go run -C examples/fiber3 .
 //	REDIS_URL=redis://localhost:6379 INSTANCES=2 ADDR=127.0.0.1:8081 go run -C examples/fiber3 .
@@ -37,6 +37,10 @@ const (
 	userHeader = "X-User"
 	userKey    = "user"
 )
+
+// exportTime is how long the demo's export works: long enough to send a
+// third one while two run.
+const exportTime = 2 * time.Second
 
 func main() {
 	// Redis is at REDIS_URL, such as redis://user:password@host:6379/0.
@@ -93,6 +97,7 @@ func main() {
   GET  /        10 requests per 10 s per client IP
   POST /login   also 1 per 2 s per IP; waits up to 3 s for a permit
   GET  /me      also 5 per minute per user (send X-User: alice)
+  GET  /export  also at most 2 at once per user (send X-User: alice)
   GET  /health  not limited
 Try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\n' http://%[1]s/; done
 `, addr)
@@ -109,13 +114,19 @@ func newApp(client *core.Client, instances int) *fiber.App {
 	// for a permit before it is refused.
 	login := policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second},
 		policy.WithWait(3*time.Second), share)
-	// GET /me: also 5 per minute per user, read from fiber's Locals, where
-	// authenticate put the user.
-	perUser := policy.MustNew(client, "user", core.PerMinute(5),
-		policy.WithKey(fiber3rl.Key(func(c fiber.Ctx) (string, error) {
-			user, _ := c.Locals(userKey).(string)
-			return user, nil
-		})), share)
+	// The per-user limits key on the user, read from fiber's Locals, where
+	// authenticate put it.
+	byUser := policy.WithKey(fiber3rl.Key(func(c fiber.Ctx) (string, error) {
+		user, _ := c.Locals(userKey).(string)
+		return user, nil
+	}))
+	// GET /me: also 5 per minute per user.
+	perUser := policy.MustNew(client, "user", core.PerMinute(5), byUser, share)
+	// GET /export: also at most 2 exports in flight at once per user. An
+	// export takes one of its user's 2 slots before its handler runs and
+	// gives it back when the handler returns; a third is refused at once
+	// with a 429 and no Retry-After, since when a slot frees is not known.
+	exports := policy.MustNewConcurrency(client, "exports", 2, byUser, share)
 
 	app := fiber.New(fiber.Config{
 		// The timeouts of a server open to clients: without them, a slow or
@@ -139,6 +150,18 @@ func newApp(client *core.Client, instances int) *fiber.App {
 	})
 	app.Get("/me", authenticate, fiber3rl.New(perUser), func(c fiber.Ctx) error {
 		_, err := fmt.Fprintf(c, "hello, %s\n", c.Locals(userKey))
+		return err
+	})
+	app.Get("/export", authenticate, fiber3rl.New(exports), func(c fiber.Ctx) error {
+		// The export's work, which holds the slot: exportTime, or less if
+		// the request's context is done. fasthttp sees no disconnects: that
+		// context ends only with a deadline a middleware sets.
+		select {
+		case <-time.After(exportTime):
+		case <-c.Context().Done():
+			return c.Context().Err()
+		}
+		_, err := fmt.Fprintf(c, "export of %s done\n", c.Locals(userKey))
 		return err
 	})
 	app.Get("/health", func(c fiber.Ctx) error {

@@ -1,5 +1,6 @@
 // Command gin is an example API limited with ginrl: a global per-IP limit,
-// a strict login limit in wait mode, and a per-user limit.
+// a strict login limit in wait mode, a per-user limit, and a limit of the
+// exports each user runs at once.
 //
 //	go run ./examples/gin
 //	REDIS_URL=redis://localhost:6379 INSTANCES=2 ADDR=127.0.0.1:8081 go run ./examples/gin
@@ -36,6 +37,10 @@ const (
 	userHeader = "X-User"
 	userKey    = "user"
 )
+
+// exportTime is how long the demo's export works: long enough to send a
+// third one while two run.
+const exportTime = 2 * time.Second
 
 func main() {
 	// Redis is at REDIS_URL, such as redis://user:password@host:6379/0.
@@ -91,6 +96,7 @@ func main() {
   GET  /        10 requests per 10 s per client IP
   POST /login   also 1 per 2 s per IP; waits up to 3 s for a permit
   GET  /me      also 5 per minute per user (send X-User: alice)
+  GET  /export  also at most 2 at once per user (send X-User: alice)
   GET  /health  not limited
 Try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\n' http://%[1]s/; done
 `, srv.Addr)
@@ -107,10 +113,16 @@ func newHandler(client *core.Client, instances int) http.Handler {
 	// for a permit before it is refused.
 	login := policy.MustNew(client, "login", core.Rate{Permits: 1, Interval: 2 * time.Second},
 		policy.WithWait(3*time.Second), share)
-	// GET /me: also 5 per minute per user, read from gin's context, where
-	// authenticate put the user.
-	perUser := policy.MustNew(client, "user", core.PerMinute(5),
-		policy.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.GetString(userKey), nil })), share)
+	// The per-user limits key on the user, read from gin's context, where
+	// authenticate put it.
+	byUser := policy.WithKey(ginrl.Key(func(c *gin.Context) (string, error) { return c.GetString(userKey), nil }))
+	// GET /me: also 5 per minute per user.
+	perUser := policy.MustNew(client, "user", core.PerMinute(5), byUser, share)
+	// GET /export: also at most 2 exports in flight at once per user. An
+	// export takes one of its user's 2 slots before its handler runs and
+	// gives it back when the handler returns; a third is refused at once
+	// with a 429 and no Retry-After, since when a slot frees is not known.
+	exports := policy.MustNewConcurrency(client, "exports", 2, byUser, share)
 
 	engine := gin.New()
 	engine.Use(gin.Logger(), gin.Recovery(),
@@ -123,6 +135,16 @@ func newHandler(client *core.Client, instances int) http.Handler {
 	})
 	engine.GET("/me", authenticate, ginrl.New(perUser), func(c *gin.Context) {
 		c.String(http.StatusOK, "hello, %s\n", c.GetString(userKey))
+	})
+	engine.GET("/export", authenticate, ginrl.New(exports), func(c *gin.Context) {
+		// The export's work, which holds the slot: exportTime, or less if
+		// the client goes away (the request's context is done).
+		select {
+		case <-time.After(exportTime):
+		case <-c.Request.Context().Done():
+			return // nobody is left to read an answer
+		}
+		c.String(http.StatusOK, "export of %s done\n", c.GetString(userKey))
 	})
 	engine.GET("/health", func(c *gin.Context) {
 		c.String(http.StatusOK, "ok\n")
@@ -141,7 +163,8 @@ func newServer(addr string, h http.Handler) *http.Server {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		// The answer is written within 15 s of the request's header: time
-		// for the login limit's wait of up to 3 s, and the handler's work.
+		// for the login limit's wait of up to 3 s, and the handler's work,
+		// such as an export's 2 s.
 		WriteTimeout: 15 * time.Second,
 		// A keep-alive connection is closed after a minute without a request.
 		IdleTimeout: time.Minute,

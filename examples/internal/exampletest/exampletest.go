@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,76 @@ func Limited(t testing.TB, addr string, left int) {
 	res := get("/")
 	assert.Equal(t, http.StatusTooManyRequests, res.StatusCode, "GET / over the limit")
 	assert.NotEmpty(t, res.Header.Get("Retry-After"))
+}
+
+// ExportsInFlight checks the demo's export limit, at most 2 exports in
+// flight at once per user, at addr: of three GET /export for alice at once,
+// one is refused at once with a 429 whose RateLimit headers name the
+// concurrency limit and which has no Retry-After (when a slot frees is not
+// known), and the other two are served when their work is done. Bob's
+// export, sent while alice's two hold her slots, is served: each user has
+// slots of their own. Of the global limit, the three served take 3
+// requests; the refused one gives its permit back.
+func ExportsInFlight(t testing.TB, addr string) {
+	t.Helper()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	type answer struct {
+		code   int
+		header http.Header
+		err    error
+	}
+	export := func(user string) answer {
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/export", nil)
+		if err != nil {
+			return answer{err: err}
+		}
+		req.Header.Set("X-User", user)
+		res, err := client.Do(req)
+		if err != nil {
+			return answer{err: err}
+		}
+		defer res.Body.Close()
+		_, err = io.Copy(io.Discard, res.Body)
+		return answer{res.StatusCode, res.Header, err}
+	}
+
+	answers := make(chan answer, 3)
+	for range 3 {
+		go func() { answers <- export("alice") }()
+	}
+	// The refusal comes first, while alice's two exports still run.
+	first := <-answers
+	require.NoError(t, first.err)
+	bob := export("bob")
+	alice := []answer{first, <-answers, <-answers}
+
+	codes := map[int]int{}
+	for i, a := range alice {
+		require.NoError(t, a.err, "alice's export #%d", i+1)
+		codes[a.code]++
+	}
+	assert.Equal(t, map[int]int{http.StatusOK: 2, http.StatusTooManyRequests: 1}, codes,
+		"statuses of alice's three exports at once")
+	require.Equal(t, http.StatusTooManyRequests, first.code, "alice's first answer: the refusal, before the exports end")
+	// The headers carry an item for each limit of the request, the global
+	// one's too.
+	assert.Contains(t, items(first.header, "RateLimit-Policy"), `"exports";q=2;qu="concurrent-requests"`)
+	assert.Contains(t, items(first.header, "RateLimit"), `"exports";r=0`)
+	assert.Empty(t, first.header.Get("Retry-After"), "a concurrency limit knows no retry time")
+
+	require.NoError(t, bob.err)
+	assert.Equal(t, http.StatusOK, bob.code, "bob's export while alice holds her 2 slots")
+}
+
+// items returns the list items of the header field name in h.
+func items(h http.Header, name string) []string {
+	var list []string
+	for _, v := range h.Values(name) {
+		for item := range strings.SplitSeq(v, ",") {
+			list = append(list, strings.TrimSpace(item))
+		}
+	}
+	return list
 }
