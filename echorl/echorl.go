@@ -117,7 +117,9 @@ type exchange struct{ c echo.Context }
 func (x *exchange) Native() echo.Context           { return x.c }
 func (x *exchange) Context() context.Context       { return x.c.Request().Context() }
 func (x *exchange) SetContext(ctx context.Context) { x.c.SetRequest(x.c.Request().WithContext(ctx)) }
-func (x *exchange) SetHeader(name, value string)   { x.c.Response().Header()[name] = []string{value} }
+func (x *exchange) SetHeader(name, value string) {
+	native.SetHeader(x.c.Response().Header(), name, value)
+}
 func (x *exchange) Route() (string, error) {
 	return native.Route(x.c.Request().Method, x.c.Path()), nil
 }

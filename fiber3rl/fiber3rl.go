@@ -129,10 +129,16 @@ var errRouteUnknown = fmt.Errorf("fiber3rl: %w in middleware added with app.Use 
 func (x exchange) Native() fiber.Ctx              { return x.c }
 func (x exchange) Context() context.Context       { return x.c.Context() }
 func (x exchange) SetContext(ctx context.Context) { x.c.SetContext(ctx) }
-func (x exchange) SetHeader(name, value string)   { x.c.Set(name, value) }
-func (x exchange) Header(name string) string      { return x.c.Get(name) }
-func (x exchange) Query(name string) string       { return x.c.Query(name) }
-func (x exchange) RemoteAddr() string             { return x.c.RequestCtx().RemoteAddr().String() }
+func (x exchange) SetHeader(name, value string) {
+	if value == "" {
+		x.c.Response().Header.Del(name)
+		return
+	}
+	x.c.Set(name, value)
+}
+func (x exchange) Header(name string) string { return x.c.Get(name) }
+func (x exchange) Query(name string) string  { return x.c.Query(name) }
+func (x exchange) RemoteAddr() string        { return x.c.RequestCtx().RemoteAddr().String() }
 
 // Route returns the method and template of the route whose handlers run.
 // Until the router matches a route, as in app.Use, c.FullPath() is the

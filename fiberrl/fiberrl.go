@@ -128,11 +128,17 @@ var errRouteUnknown = fmt.Errorf("fiberrl: %w in middleware added with app.Use o
 func (x exchange) Native() *fiber.Ctx             { return x.c }
 func (x exchange) Context() context.Context       { return x.c.UserContext() }
 func (x exchange) SetContext(ctx context.Context) { x.c.SetUserContext(ctx) }
-func (x exchange) SetHeader(name, value string)   { x.c.Set(name, value) }
-func (x exchange) Header(name string) string      { return x.c.Get(name) }
-func (x exchange) Query(name string) string       { return x.c.Query(name) }
-func (x exchange) RemoteAddr() string             { return x.c.Context().RemoteAddr().String() }
-func (x exchange) Value(key any) any              { return x.c.Locals(key) }
+func (x exchange) SetHeader(name, value string) {
+	if value == "" {
+		x.c.Response().Header.Del(name)
+		return
+	}
+	x.c.Set(name, value)
+}
+func (x exchange) Header(name string) string { return x.c.Get(name) }
+func (x exchange) Query(name string) string  { return x.c.Query(name) }
+func (x exchange) RemoteAddr() string        { return x.c.Context().RemoteAddr().String() }
+func (x exchange) Value(key any) any         { return x.c.Locals(key) }
 
 // Route returns the method and template of the route whose handlers run
 // (app.Get's route answers HEAD too, as the route "HEAD /path"), unless

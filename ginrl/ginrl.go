@@ -116,7 +116,7 @@ type exchange struct{ c *gin.Context }
 func (x exchange) Native() *gin.Context           { return x.c }
 func (x exchange) Context() context.Context       { return x.c.Request.Context() }
 func (x exchange) SetContext(ctx context.Context) { x.c.Request = x.c.Request.WithContext(ctx) }
-func (x exchange) SetHeader(name, value string)   { x.c.Writer.Header()[name] = []string{value} }
+func (x exchange) SetHeader(name, value string)   { native.SetHeader(x.c.Writer.Header(), name, value) }
 func (x exchange) Route() (string, error) {
 	return native.Route(x.c.Request.Method, x.c.FullPath()), nil
 }

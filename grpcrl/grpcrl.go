@@ -184,7 +184,13 @@ type call struct { // a call, as a policy.Exchange
 
 func (x *call) Context() context.Context       { return x.ctx }
 func (x *call) SetContext(ctx context.Context) { x.ctx = ctx }
-func (x *call) SetHeader(name, value string)   { x.md[strings.ToLower(name)] = []string{value} }
+func (x *call) SetHeader(name, value string) {
+	if value == "" {
+		delete(x.md, strings.ToLower(name))
+		return
+	}
+	x.md[strings.ToLower(name)] = []string{value}
+}
 func (x *call) Route() (string, error)         { return x.route, nil }
 func (x *call) Header(k string) string         { return cmp.Or(x.HeaderValues(k)...) }
 func (x *call) HeaderValues(k string) []string { return metadata.ValueFromIncomingContext(x.ctx, k) }

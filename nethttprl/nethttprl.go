@@ -152,7 +152,7 @@ var errRouteUnknown = fmt.Errorf("nethttprl: %w: the request has no pattern: "+
 func (x *exchange) Native() *http.Request             { return x.r }
 func (x *exchange) Context() context.Context          { return x.r.Context() }
 func (x *exchange) SetContext(ctx context.Context)    { x.r = x.r.WithContext(ctx) }
-func (x *exchange) SetHeader(name, value string)      { x.w.Header()[name] = []string{value} }
+func (x *exchange) SetHeader(name, value string)      { native.SetHeader(x.w.Header(), name, value) }
 func (x *exchange) Header(name string) string         { return x.r.Header.Get(name) }
 func (x *exchange) HeaderValues(name string) []string { return x.r.Header.Values(name) }
 func (x *exchange) Query(name string) string          { return x.r.URL.Query().Get(name) }

@@ -94,9 +94,15 @@ func New(p *policy.Policy, opts ...Option) tinyHandler {
 // exchange is the policy.Exchange of a tiny request.
 type exchange struct{ c *tinyCtx }
 
-func (x exchange) Context() context.Context          { return x.c.r.Context() }
-func (x exchange) SetContext(ctx context.Context)    { x.c.r = x.c.r.WithContext(ctx) }
-func (x exchange) SetHeader(name, value string)      { x.c.w.Header()[name] = []string{value} }
+func (x exchange) Context() context.Context       { return x.c.r.Context() }
+func (x exchange) SetContext(ctx context.Context) { x.c.r = x.c.r.WithContext(ctx) }
+func (x exchange) SetHeader(name, value string) {
+	if value == "" {
+		x.c.w.Header().Del(name)
+		return
+	}
+	x.c.w.Header()[name] = []string{value}
+}
 func (x exchange) Route() (string, error)            { return x.c.route, nil }
 func (x exchange) Header(name string) string         { return x.c.r.Header.Get(name) }
 func (x exchange) HeaderValues(name string) []string { return x.c.r.Header.Values(name) }

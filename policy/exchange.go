@@ -20,7 +20,8 @@ type Exchange interface {
 	// keeps there what the request's limits share.
 	SetContext(ctx context.Context)
 	// SetHeader sets the response header field name, in canonical form
-	// (http.CanonicalHeaderKey), to value, replacing any value it had.
+	// (http.CanonicalHeaderKey), to value, replacing any value it had; an
+	// empty value removes the field.
 	SetHeader(name, value string)
 }
 

@@ -228,9 +228,12 @@ func TestAFullRedisStartsTheFallback(t *testing.T) {
 	c, mr := mini(t)
 	var buf bytes.Buffer
 	obs := &counter{}
+	// A timeout no load makes the OOM reply miss: a reply too late is no
+	// Redis failure.
+	patient := policy.WithTimeout(10 * time.Second)
 	local := policy.MustNew(c, "full", core.PerMinute(5), policy.WithObserver(obs),
-		policy.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
-	open := policy.MustNew(c, "full-open", core.PerMinute(5), policy.WithFailOpen())
+		policy.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), patient)
+	open := policy.MustNew(c, "full-open", core.PerMinute(5), policy.WithFailOpen(), patient)
 	mr.SetError("OOM command not allowed when used memory > 'maxmemory'.")
 	decide(t, local, newReq("192.0.2.1:1"), observe.FallbackAllowed, 0)
 	decide(t, local, newReq("192.0.2.1:1"), observe.FallbackAllowed, 0)

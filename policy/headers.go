@@ -189,7 +189,9 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline boo
 	if legacy {
 		x.SetHeader(headerLimit, h.limit)
 		x.SetHeader(headerRemaining, s[tEnd:rEnd])
-		if !h.inFlight {
+		if h.inFlight {
+			x.SetHeader(headerReset, "") // an earlier policy's, which is not the headline
+		} else {
 			x.SetHeader(headerReset, s[:tEnd])
 		}
 	}

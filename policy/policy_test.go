@@ -37,7 +37,13 @@ type req struct {
 
 func (r *req) Context() context.Context       { return r.ctx }
 func (r *req) SetContext(ctx context.Context) { r.ctx = ctx }
-func (r *req) SetHeader(name, value string)   { r.resp[name] = []string{value} }
+func (r *req) SetHeader(name, value string) {
+	if value == "" {
+		delete(r.resp, name)
+		return
+	}
+	r.resp[name] = []string{value}
+}
 func (r *req) Route() (string, error)         { return r.route, nil }
 func (r *req) Header(n string) string         { return r.header.Get(n) }
 func (r *req) HeaderValues(n string) []string { return r.header.Values(n) }

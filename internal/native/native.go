@@ -4,6 +4,7 @@ package native
 
 import (
 	"errors"
+	"net/http"
 
 	"github.com/redlimit/redlimit/keyfunc"
 )
@@ -34,4 +35,14 @@ func Route(method, path string) string {
 		return ""
 	}
 	return method + " " + path
+}
+
+// SetHeader sets the field name, in canonical form, of h to value, as
+// policy.Exchange.SetHeader does: an empty value removes it.
+func SetHeader(h http.Header, name, value string) {
+	if value == "" {
+		delete(h, name)
+		return
+	}
+	h[name] = []string{value}
 }

@@ -173,6 +173,22 @@ func runConcurrency(t *testing.T, a Adapter, b backend, app appFunc, failing fai
 		require.Eventually(t, func() bool { return obs.HeldNow() == 0 }, 5*time.Second, 10*time.Millisecond, "every slot given back")
 	})
 
+	t.Run("concurrency: a refusal stacked after a rate carries its own headers", func(t *testing.T) {
+		t.Parallel()
+		ap, c := app(t, []Limit{{Name: "rate", Rate: core.PerMinute(100)}}, Route{Path: "/a", Limits: []Limit{{Name: "one", Concurrency: 1}}})
+		first := c.background("/a", HeaderHold, "one")
+		ap.holds.waitInFlight(t, "one", 1)
+		r := c.get("/a")
+		require.Equal(t, http.StatusTooManyRequests, r.status)
+		assert.Equal(t, `"rate";q=100;w=60, "one";q=1;qu="concurrent-requests"`, r.header.Get("RateLimit-Policy"))
+		assert.Regexp(t, `^"rate";r=9\d;t=\d+, "one";r=0$`, r.header.Get("RateLimit"))
+		assert.Equal(t, "1", r.header.Get("X-RateLimit-Limit"), "the headline is the refusal")
+		assert.Empty(t, r.header.Get("X-RateLimit-Reset"), "the rate's reset is not the refusal's")
+		assert.Empty(t, r.header.Get("Retry-After"))
+		ap.holds.free("one")
+		assert.Equal(t, []int{200}, statusesOf(t, first))
+	})
+
 	t.Run("concurrency: a handler that panics gives its slot back", func(t *testing.T) {
 		t.Parallel()
 		_, c := oneLimit(app, t, Limit{Name: "panics", Concurrency: 1})
