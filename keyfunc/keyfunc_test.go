@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlimit/redlimit/internal/escaped"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
@@ -103,21 +104,8 @@ func isUpperHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= '
 
 // unescape inverts Escape for parts that are not hashed.
 func unescape(p string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(p) || !isUpperHex(p[i+1]) || !isUpperHex(p[i+2]) {
-			return "", fmt.Errorf("bad escape in %q", p)
-		}
-		v := strings.IndexByte("0123456789ABCDEF", p[i+1])<<4 | strings.IndexByte("0123456789ABCDEF", p[i+2])
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), nil
+	v, _, err := escaped.Unescape(p)
+	return v, err
 }
 
 // hashed returns the hashed form of a value: '~' and base64url of the first

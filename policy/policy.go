@@ -46,6 +46,7 @@ type Policy struct {
 	style    headerStyle
 	lease    time.Duration // concurrency: a slot's lease
 	held     *holders      // concurrency: the slots this process holds
+	ov       *overrides    // the per-key limits an operator set
 
 	errLog    throttle
 	refundLog throttle
@@ -95,7 +96,8 @@ func newPolicy(c *core.Client, name string, k kind, r core.Rate, opts []Option) 
 	if err := s.validate(k, r); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", name, err)
 	}
-	if err := register(c, name, use{kind: k, rate: r, missing: s.missing}); err != nil {
+	ov, err := register(c, name, use{kind: k, rate: r, missing: s.missing})
+	if err != nil {
 		return nil, err
 	}
 	key := keyfunc.IP()
@@ -125,6 +127,7 @@ func newPolicy(c *core.Client, name string, k kind, r core.Rate, opts []Option) 
 		logger:   s.logger,
 		style:    s.headers,
 		lease:    s.lease,
+		ov:       ov,
 	}
 	p.base = p.prepare(r)
 	p.fallback = newFallback(fallbackKeys)
@@ -232,7 +235,7 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 	if !ok {
 		return d
 	}
-	d.prep = p.rateOf(x, &d)
+	d.prep = p.rateOf(x, name, &d)
 	if !p.costOf(x, &d) {
 		return d
 	}
@@ -365,9 +368,13 @@ func (p *Policy) limiterName(x Exchange, d *Decision) (string, bool) {
 	return p.prefix + ":ip:" + keyfunc.Escape(ip), true
 }
 
-// rateOf returns the request's rate, prepared: the rate function's, or
-// the policy's own when there is none, or when it fails.
-func (p *Policy) rateOf(x Exchange, d *Decision) *prepared {
+// rateOf returns the request's limit, prepared: the key's override (on
+// the limiter name), else the rate function's rate, else the policy's own,
+// also when the rate function fails.
+func (p *Policy) rateOf(x Exchange, name string, d *Decision) *prepared {
+	if prep := p.override(name); prep != nil {
+		return prep
+	}
 	if p.rateFunc == nil {
 		return p.base
 	}

@@ -31,10 +31,11 @@ func (p *Policy) prepare(r core.Rate) *prepared {
 	return prep
 }
 
-// maxRates bounds the rates a WithRateFunc policy keeps prepared.
+// maxRates bounds the rates a policy keeps prepared for its rate function
+// and its overrides.
 const maxRates = 256
 
-// rates are the prepared rates a rate function chose.
+// rates are the prepared rates a rate function or an override chose.
 type rates struct {
 	mu sync.RWMutex
 	m  map[core.Rate]*prepared
@@ -48,8 +49,10 @@ func (rs *rates) get(p *Policy, r core.Rate) (*prepared, error) {
 	if ok {
 		return prep, nil
 	}
-	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("WithRateFunc: %w", err)
+	if p.kind == kindRate {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("WithRateFunc: %w", err)
+		}
 	}
 	if base := p.base.rate; r.Interval != base.Interval || r.Type != base.Type {
 		// One limiter, one window: another window would change the

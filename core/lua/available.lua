@@ -9,6 +9,16 @@
 local L = lib()
 local n = tonumber(ARGV[5])
 local cfg, status = L.read_config(0)
+-- A rate in code that the stored one is not: the next acquire stores it,
+-- keeping the history, so the log decides at that rate.
+local changed = false
+if ARGV[1] ~= '' and status ~= L.NOT_INITIALIZED then
+  local coded = L.argv_config(1)
+  changed = status ~= L.OK or cfg[1] ~= coded[1] or cfg[2] ~= coded[2] or cfg[3] ~= coded[3]
+  if changed then
+    cfg, status = coded, L.OK
+  end
+end
 if status == L.NOT_INITIALIZED and ARGV[1] ~= '' then
   -- Nothing was ever acquired.
   if n then
@@ -28,7 +38,7 @@ end
 
 local v = L.int(redis.call('GET', vkey))
 local out = 0 -- the permits of the grants that left the window, still logged
-if v and redis.call('EXISTS', pkey) == 1 then
+if v and not changed and redis.call('EXISTS', pkey) == 1 then
   out = sum_permits(redis.call('ZRANGEBYSCORE', pkey, '-inf', cutoff))
   v = v + out
   if v > rate then
