@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxNameLen is the longest limiter name, key prefix included, in bytes.
-const MaxNameLen = 4096
+// maxNameLen is the longest limiter name, key prefix included, in bytes.
+const maxNameLen = 4096
 
 // maxClientIDLen bounds a client id given with WithClientID.
 const maxClientIDLen = 256
@@ -84,8 +84,8 @@ func (f optionFunc) apply(c *Client) error { return f(c) }
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *Client) error {
 		switch {
-		case len(prefix) > MaxNameLen:
-			return fmt.Errorf("%w: key prefix longer than %d bytes", ErrInvalidOption, MaxNameLen)
+		case len(prefix) > maxNameLen:
+			return fmt.Errorf("%w: key prefix longer than %d bytes", ErrInvalidOption, maxNameLen)
 		case strings.ContainsAny(prefix, "{}"):
 			if err := checkName(prefix); err != nil {
 				return fmt.Errorf("%w: key prefix %q: %w", ErrInvalidOption, prefix, err)
@@ -111,7 +111,7 @@ func WithClientID(id string) Option {
 }
 
 // WithDenialCache sets how many limiters the local denial cache keeps, the
-// least recently used going first (DefaultDenialCache, about 350 bytes
+// least recently used going first (defaultDenialCache, about 350 bytes
 // each); 0 turns it off. With it, a request denied by Redis is denied again
 // from memory, with no round trip, until the time Redis said it could be
 // granted (Result.Cached), and so is a request for more permits on the same
@@ -152,15 +152,15 @@ func WithCoalescing(maxInFlight int) Option {
 	})
 }
 
-// DefaultMaxQueue is the default bound of WithMaxQueue: how many calls may
+// defaultMaxQueue is the default bound of WithMaxQueue: how many calls may
 // wait for a round trip at once (per hash slot on a Redis Cluster).
-const DefaultMaxQueue = 8192
+const defaultMaxQueue = 8192
 
 // WithMaxQueue bounds the calls that wait for a round trip (with
 // coalescing: all round trips in flight busy) to n, per Cluster slot on a
 // Cluster; beyond it, calls fail at once with an error wrapping
 // ErrOverloaded, instead of waiting for a deadline they would miss. The
-// default is DefaultMaxQueue.
+// default is 8 192.
 func WithMaxQueue(n int) Option {
 	return optionFunc(func(c *Client) error {
 		if n < 1 {
@@ -199,10 +199,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	case *redis.Client, *redis.ClusterClient:
 		across = true
 	}
-	c := &Client{rdb: rdb, ctxIO: honoursContext(rdb), acrossLimiters: across, denialCap: DefaultDenialCache,
+	c := &Client{rdb: rdb, ctxIO: honoursContext(rdb), acrossLimiters: across, denialCap: defaultDenialCache,
 		dials: watchDials(rdb)}
 	c.owed.c, c.notices.c = c, c
-	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: DefaultMaxQueue}
+	c.batch = &batcher{c: c, max: runtime.GOMAXPROCS(0), maxQueue: defaultMaxQueue}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
@@ -241,9 +241,6 @@ func serverAddr(rdb redis.UniversalClient) string {
 	return "redis"
 }
 
-// ClientID returns the id of this Client's PerClient budgets.
-func (c *Client) ClientID() string { return c.clientID }
-
 // Redis returns the go-redis client given to New.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
@@ -255,8 +252,8 @@ func checkName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, MaxNameLen)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, maxNameLen)
 	}
 	open := strings.IndexByte(name, '{')
 	if open < 0 {

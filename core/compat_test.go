@@ -230,6 +230,6 @@ func TestLayout(t *testing.T) {
 
 		p := e.client(t, core.WithKeyPrefix("svc:"))
 		assert.Equal(t, "svc:"+e.name, p.Limiter(e.name).Name())
-		assert.Len(t, e.client(t).ClientID(), 36, "a UUID by default")
+		assert.Len(t, core.ClientID(e.client(t)), 36, "a UUID by default")
 	})
 }

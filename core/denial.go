@@ -38,9 +38,9 @@ type denial struct {
 	res     Result    // the denial as Redis reported it
 }
 
-// DefaultDenialCache is how many limiters the local denial cache keeps by
+// defaultDenialCache is how many limiters the local denial cache keeps by
 // default (WithDenialCache).
-const DefaultDenialCache = 100_000
+const defaultDenialCache = 100_000
 
 // scriptResolution is the resolution of the clock the scripts decide on.
 const scriptResolution = time.Millisecond

@@ -24,7 +24,7 @@ func TestDenialCacheMemory(t *testing.T) {
 		return m.HeapAlloc
 	}
 	before := heap()
-	c := newDenialCache(DefaultDenialCache)
+	c := newDenialCache(defaultDenialCache)
 	rate := newRateArgs(PerMinute(10))
 	now := time.Now()
 	res := Result{RetryAfter: time.Minute, ResetAfter: time.Minute, Rate: PerMinute(10)}
@@ -37,7 +37,7 @@ func TestDenialCacheMemory(t *testing.T) {
 	kept := c.m.Len()
 	runtime.KeepAlive(c)
 	t.Logf("300 000 denied limiters: %d kept, %d bytes in all, %d bytes each", kept, used, used/uint64(kept))
-	assert.LessOrEqual(t, kept, DefaultDenialCache)
-	assert.Greater(t, kept, DefaultDenialCache*9/10, "a shard drops keys only when full")
-	assert.LessOrEqual(t, used, uint64(DefaultDenialCache*deniedBytes))
+	assert.LessOrEqual(t, kept, defaultDenialCache)
+	assert.Greater(t, kept, defaultDenialCache*9/10, "a shard drops keys only when full")
+	assert.LessOrEqual(t, used, uint64(defaultDenialCache*deniedBytes))
 }

@@ -218,7 +218,7 @@
 // rank 0, need the permits missing) leaves the window.
 //
 // Two things keep Redis out of the way:
-//   - the local denial cache (WithDenialCache, DefaultDenialCache limiters,
+//   - the local denial cache (WithDenialCache, defaultDenialCache limiters,
 //     the least recently used going first): a request denied by Redis is
 //     denied again from memory (Result.Cached), with no round trip, until
 //     the time Redis gave, and so is a request for more permits on the

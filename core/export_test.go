@@ -169,3 +169,16 @@ func NoticeOf(c *Client, s *Semaphore) (<-chan struct{}, func()) { return c.noti
 
 // PollEvery is how often a semaphore waiter asks Redis without a notice.
 const PollEvery = pollEvery
+
+// MaxNameLen is the longest limiter name, key prefix included.
+const MaxNameLen = maxNameLen
+
+// DefaultDenialCache is how many limiters the denial cache keeps by
+// default.
+const DefaultDenialCache = defaultDenialCache
+
+// ClientID returns c's id of its PerClient budgets.
+func ClientID(c *Client) string { return c.clientID }
+
+// SemaphoreName returns the name of s in Redis, key prefix included.
+func SemaphoreName(s *Semaphore) string { return s.route.name }

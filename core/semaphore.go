@@ -121,18 +121,11 @@ func (c *Client) Semaphore(name string, opts ...SemaphoreOption) *Semaphore {
 // no key: it is an argument, and hashes to their slot.
 var semaphoreKeys = []uint8{0, 1}
 
-// Name returns the semaphore's name in Redis: the Client's key prefix and
-// the name given to Semaphore. It is the key of its counter.
-func (s *Semaphore) Name() string { return s.route.name }
-
 // Lease is the permits that one acquire holds: an id per permit, which
-// Renew and Release name. The zero Lease holds nothing.
+// Renew and Release name. The zero Lease (Lease{}) holds nothing.
 type Lease struct {
 	ids string // the ids, leaseIDLen bytes each, one after the other
 }
-
-// IsZero reports whether l holds no permit.
-func (l Lease) IsZero() bool { return l.ids == "" }
 
 // newLease returns a lease of permits new random ids.
 func newLease(permits int64) Lease {
@@ -252,7 +245,7 @@ func (s *Semaphore) Renew(ctx context.Context, l Lease, lease time.Duration) (bo
 	if err := s.check(lease); err != nil {
 		return false, err
 	}
-	if l.IsZero() {
+	if l.ids == "" {
 		return false, nil
 	}
 	v, err := s.eval(ctx, scriptSemRenew, 3, lease, l)
@@ -271,7 +264,7 @@ func (s *Semaphore) Release(ctx context.Context, l Lease) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	if l.IsZero() {
+	if l.ids == "" {
 		return false, nil
 	}
 	v, err := s.eval(ctx, scriptSemRelease, 3, 0, l)

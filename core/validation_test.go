@@ -48,7 +48,7 @@ func TestNewValidatesOptionsOnly(t *testing.T) {
 	}
 	c, err := core.New(rdb, core.WithKeyPrefix("rl:"), core.WithClientID("pod-1"), core.WithDenialCache(0))
 	require.NoError(t, err, "New does no I/O: Redis may be down")
-	assert.Equal(t, "pod-1", c.ClientID())
+	assert.Equal(t, "pod-1", core.ClientID(c))
 	assert.Zero(t, dials.Load())
 }
 

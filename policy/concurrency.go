@@ -187,7 +187,7 @@ func (h *holders) of(name string) int64 {
 // giveBack releases lease, which no request holds, now or, failing that,
 // later (see slot.tick).
 func (p *Policy) giveBack(ctx context.Context, s *core.Semaphore, lease core.Lease) {
-	if lease.IsZero() {
+	if lease == (core.Lease{}) {
 		return
 	}
 	sl := &slot{p: p, s: s, lease: lease, renewed: time.Now(), ended: true}
@@ -229,7 +229,7 @@ func (sl *slot) end(ctx context.Context) {
 	sl.timer.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sl.p.timeout)
 	defer cancel()
-	if sl.lease.IsZero() || sl.call(ctx) == nil {
+	if sl.lease == (core.Lease{}) || sl.call(ctx) == nil {
 		sl.done()
 		return
 	}
@@ -244,7 +244,7 @@ func (sl *slot) tick() {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	p := sl.p
-	if sl.gone || sl.lease.IsZero() {
+	if sl.gone || sl.lease == (core.Lease{}) {
 		return
 	}
 	if sl.ended && time.Since(sl.renewed) > p.lease {

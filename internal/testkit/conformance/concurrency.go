@@ -233,7 +233,8 @@ func runConcurrency(t *testing.T, a Adapter, b backend, app appFunc, failing fai
 		obs := &Recorder{}
 		l := Limit{Name: "down", Concurrency: 4, Failure: FailLocal, Instances: 2, Observer: obs, Lease: 3 * time.Second}
 		ap, c, s := failing(t, 0, l)
-		sem := ap.Client.Semaphore("down:"+keyfunc.Escape(a.Peer.String()), core.WithPermits(4))
+		semName := "down:" + keyfunc.Escape(a.Peer.String())
+		sem := ap.Client.Semaphore(semName, core.WithPermits(4))
 		available := func() int64 {
 			n, err := sem.Available(context.Background())
 			if err != nil {
@@ -261,7 +262,7 @@ func runConcurrency(t *testing.T, a Adapter, b backend, app appFunc, failing fai
 		}
 		ap.holds.waitInFlight(t, "down", 4)
 		assert.Equal(t, http.StatusTooManyRequests, c.get("/a").status, "the limit holds")
-		for _, k := range semaphoreKeys(sem) {
+		for _, k := range semaphoreKeys(ap.Prefix + semName) {
 			ttl, err := ap.Client.Redis().PTTL(context.Background(), k).Result()
 			require.NoError(t, err)
 			assert.Positive(t, ttl, "%s expires", k)
@@ -287,12 +288,13 @@ func oneLimit(app appFunc, t *testing.T, l Limit) (App, caller) {
 	return app(t, []Limit{l}, Route{Path: "/a"})
 }
 
-// semaphoreKeys returns the keys of s: its counter and its leases.
-func semaphoreKeys(s *core.Semaphore) []string {
-	if strings.IndexByte(s.Name(), '{') >= 0 {
-		return []string{s.Name(), s.Name() + ":timeout"}
+// semaphoreKeys returns the keys of the semaphore named name (key prefix
+// included): its counter and its leases.
+func semaphoreKeys(name string) []string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return []string{name, name + ":timeout"}
 	}
-	return []string{s.Name(), "{" + s.Name() + "}:timeout"}
+	return []string{name, "{" + name + "}:timeout"}
 }
 
 // RunWebSocket checks that a WebSocket connection holds its slot of a
