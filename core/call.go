@@ -19,6 +19,7 @@ import (
 // fallback and the Cluster slot-map reload are applied there, once.
 // Acquires sent together share script calls (see plan).
 type call struct {
+	ctx     context.Context // its caller's; nil for a payment (see WithRoundTripHook)
 	l       *Limiter
 	s       *script
 	args    []any   // the script's arguments after the keys, but for an acquire
@@ -63,13 +64,36 @@ type scriptCall struct {
 	cmd    *redis.IntSliceCmd
 }
 
-// send makes one round trip for calls and gives each its reply or error.
+// send makes one round trip for calls (see trip), inside the Client's
+// round trip hook, if it has one.
+func (c *Client) send(ctx context.Context, calls []*call) error {
+	if c.hook == nil {
+		return c.trip(ctx, calls)
+	}
+	ctx, end := c.hook(ctx, callers(calls))
+	err := c.trip(ctx, calls)
+	end(err)
+	return err
+}
+
+// callers returns the contexts of the callers of calls, in their order.
+func callers(calls []*call) []context.Context {
+	ctxs := make([]context.Context, 0, len(calls))
+	for _, cl := range calls {
+		if cl.ctx != nil {
+			ctxs = append(ctxs, cl.ctx)
+		}
+	}
+	return ctxs
+}
+
+// trip makes one round trip for calls and gives each its reply or error.
 // What their limiters owe goes first, in the same round trip. The script
 // calls go as one pipeline, and a script the server does not have is sent
 // again whole. It returns the round trip's failure, if it failed as a
 // whole: a network error or timeout, or a refusal of Redis's own (see
 // refusal); a script's error reply is no failure of the round trip.
-func (c *Client) send(ctx context.Context, calls []*call) error {
+func (c *Client) trip(ctx context.Context, calls []*call) error {
 	pays := c.owed.payments(calls)
 	if len(calls) == 1 && len(pays) == 0 {
 		sc := scriptCall{groups: [][]*call{calls}}

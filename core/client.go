@@ -48,6 +48,8 @@ type Client struct {
 	// with it. rtt is its measure's round trip, and measured when it was
 	// taken (local unix ms).
 	offset, rtt, measured atomic.Int64
+	// hook wraps each round trip (see WithRoundTripHook); nil if none.
+	hook func(ctx context.Context, carried []context.Context) (context.Context, func(error))
 }
 
 // noteClock notes the Redis time at which a script ran, for a call sent and
@@ -167,6 +169,31 @@ func WithMaxQueue(n int) Option {
 			return fmt.Errorf("%w: max queue %d below 1", ErrInvalidOption, n)
 		}
 		c.batch.maxQueue = n
+		return nil
+	})
+}
+
+// WithRoundTripHook sets hook to wrap each round trip of the Client's
+// calls to Redis, for a tracer: a round trip runs on a context of its own,
+// and may carry the calls of many callers (see WithCoalescing). Before the
+// round trip, the Client calls hook with its context and the contexts of
+// the callers whose calls it carries, in their order (none when it carries
+// only what the limiters owe, paid by the Client on its own); hook may keep
+// carried. hook returns the context for the round trip's go-redis calls,
+// resends included (of a script Redis did not have, or a Cluster's
+// TRYAGAIN), which must be ctx or derived from it, and a func that the
+// Client calls when the round trip ends, with its failure if it failed as
+// a whole (a network error, a timeout, a refusal of Redis's own), else nil.
+// Both are called concurrently, on the round trip's goroutine, and must not
+// block. The default is no hook. Package
+// github.com/redlimit/redlimit/metrics/otel makes a span of each round
+// trip, a child of the first caller's span and linked to every caller's.
+func WithRoundTripHook(hook func(ctx context.Context, carried []context.Context) (context.Context, func(error))) Option {
+	return optionFunc(func(c *Client) error {
+		if hook == nil {
+			return fmt.Errorf("%w: nil round trip hook", ErrInvalidOption)
+		}
+		c.hook = hook
 		return nil
 	})
 }

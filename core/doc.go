@@ -229,7 +229,9 @@
 //     concurrent decisions share the next one as a pipeline, and the
 //     acquires on one limiter among them share one script call, which reads
 //     the config, the clock and the log once and adds a log member per
-//     grant; a lone caller still makes its own round trip at once.
+//     grant; a lone caller still makes its own round trip at once. A
+//     tracer learns which callers each round trip carries through
+//     WithRoundTripHook.
 //
 // A log entry costs Redis about 120 bytes, as in Redisson: a full window of
 // 100 000 permits is about 12 MB.

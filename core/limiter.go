@@ -246,7 +246,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 			return r, nil
 		}
 	}
-	cl := &call{l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
+	cl := &call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
 	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli(), state: grantUnsent}}
 	if err := ctx.Err(); err != nil {
 		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
@@ -666,7 +666,7 @@ func (l *Limiter) eval(ctx context.Context, s *script, rate *rateArgs, args ...a
 	if rate != nil {
 		args = append(rate.appendTo(make([]any, 0, 4+len(args))), args...)
 	}
-	cl := &call{l: l, s: s, args: args}
+	cl := &call{ctx: ctx, l: l, s: s, args: args}
 	if _, err := l.c.do(ctx, cl); err != nil {
 		return nil, err
 	}

@@ -119,7 +119,7 @@ func (l *Limiter) quotaCall(ctx context.Context, what string, args ...any) (quot
 	now := r.at.UnixMilli() + l.c.offset.Load()
 	for try := 0; ; try++ {
 		r.start, r.end = cq.bounds(now)
-		cl := &call{l: l, s: scriptQuota, args: append([]any{cq.limit, what, r.start, r.end}, args...)}
+		cl := &call{ctx: ctx, l: l, s: scriptQuota, args: append([]any{cq.limit, what, r.start, r.end}, args...)}
 		if try > 0 {
 			r.at = time.Now()
 		}
@@ -226,7 +226,7 @@ func (cq *codedQuota) quotaOp(o *op, offset int64, args []any) []any {
 // it changed the count.
 func (l *Limiter) quotaChange(ctx context.Context, o *op) (bool, error) {
 	args := l.quota.quotaOp(o, l.c.offset.Load(), []any{l.quota.limit, "change"})
-	cl := &call{l: l, s: scriptQuota, args: args}
+	cl := &call{ctx: ctx, l: l, s: scriptQuota, args: args}
 	if _, err := l.c.do(ctx, cl); err != nil {
 		return false, err
 	}
