@@ -498,11 +498,13 @@ func TestRefundRules(t *testing.T) {
 // request is served, within the timeout, and the error reported.
 func TestDecideFailsWithinTheTimeout(t *testing.T) {
 	c, mr := mini(t)
-	p := policy.MustNew(c, "slow", core.PerMinute(2), policy.WithTimeout(50*time.Millisecond), policy.WithFailOpen())
+	// A timeout that a loaded machine does not miss: the refusal, read
+	// late, would be no answer (decided in memory), not Redis failing.
+	p := policy.MustNew(c, "slow", core.PerMinute(2), policy.WithTimeout(time.Second), policy.WithFailOpen())
 	mr.SetError("LOADING Redis is loading") // every command fails
 	start := time.Now()
 	d := decide(t, p, newReq("192.0.2.1:1"), observe.ErrorServed, 0)
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.ErrorIs(t, d.Err, core.ErrUnavailable)
 	assert.True(t, strings.HasPrefix(d.Err.Error(), "policy slow: "), d.Err.Error())
 }
