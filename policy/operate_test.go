@@ -125,7 +125,7 @@ func TestKeys(t *testing.T) {
 				defer d.Done(http.StatusOK)
 			}
 			decide(t, p, newReq("192.0.2.7:1"), observe.Allowed, 0) // no user: its IP
-			require.NoError(t, p.SetOverride(bg, "alice", 7))     // no key of its own
+			require.NoError(t, p.SetOverride(bg, "alice", 7))       // no key of its own
 			var got []string
 			for k, err := range p.Keys(bg) {
 				require.NoError(t, err)
