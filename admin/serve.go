@@ -93,7 +93,7 @@ func (h *handler) override(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		problem(w, http.StatusNotFound, fmt.Sprintf("the key %q has no override in policy %q: it has the policy's limit", key, name))
 	default:
-		writeJSON(w, http.StatusOK, ops.Override{Policy: name, Key: key, Limit: limit})
+		writeJSON(w, http.StatusOK, ops.Override{Policy: name, Key: key, Limit: &limit})
 	}
 }
 
@@ -123,7 +123,7 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ops.Override{Policy: name, Key: key, Limit: *body.Limit})
+	writeJSON(w, http.StatusOK, ops.Override{Policy: name, Key: key, Limit: body.Limit})
 }
 
 func (h *handler) deleteOverride(w http.ResponseWriter, r *http.Request) {

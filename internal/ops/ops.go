@@ -50,11 +50,12 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// Override is a key's override of its policy's limit.
+// Override is a key's override of its policy's limit; a nil Limit says
+// that the key has none.
 type Override struct {
 	Policy string `json:"policy"`
 	Key    string `json:"key"`
-	Limit  int64  `json:"limit"`
+	Limit  *int64 `json:"limit"`
 }
 
 // Keys are keys with state in Redis, and whether there were more.
