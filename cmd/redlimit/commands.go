@@ -87,7 +87,7 @@ func (c *config) operate(ctx context.Context, p *policy.Policy, stdout io.Writer
 		}
 	case "override rm":
 		if err = p.DeleteOverride(ctx, key); err == nil {
-			return c.printOverride(stdout, key, nil)
+			return c.print(stdout, ops.Override{Policy: c.name, Key: key}, fmt.Sprintf("%s %s: override removed\n", c.name, key))
 		}
 	}
 	return fmt.Errorf("%s %s: %w", c.command, key, err)

@@ -84,8 +84,9 @@ func TestCommands(t *testing.T) {
 		assert.EqualValues(t, 5, s["override"], u)
 		assert.EqualValues(t, 2, s["remaining"], "%q: 3 taken of 5", u)
 
+		assert.Equal(t, "user "+u+": override removed\n", cli(append(user, "override", "rm", "--", u)...).stdout)
 		o = decoded(t, cli(append(user, "-json", "override", "rm", "--", u)...).stdout)
-		assert.Equal(t, map[string]any{"policy": "user", "key": u, "limit": nil}, o)
+		assert.Equal(t, map[string]any{"policy": "user", "key": u, "limit": nil}, o, "removed, or none to remove")
 		_, ok, err = a.user.Override(bg, u)
 		require.NoError(t, err)
 		assert.False(t, ok, u)
