@@ -57,6 +57,7 @@ type config struct {
 
 	command string   // "check", "ls", "peek", "reset", "override get", ...
 	args    []string // the command's
+	addr    string   // Redis's address (a Cluster's, joined by ", "), once the URL is parsed
 	secret  string   // the URL's password, once parsed: never printed
 }
 

@@ -22,7 +22,7 @@ func (c *config) check(ctx context.Context, client *core.Client, stdout io.Write
 			OK    bool   `json:"ok"`
 			Redis string `json:"redis"`
 			Error string `json:"error,omitempty"`
-		}{OK: err == nil, Redis: c.addrs()}
+		}{OK: err == nil, Redis: c.addr}
 		if err != nil {
 			out.Error = c.redact(err.Error())
 		}
@@ -30,7 +30,7 @@ func (c *config) check(ctx context.Context, client *core.Client, stdout io.Write
 			return werr
 		}
 	} else if err == nil {
-		fmt.Fprintf(stdout, "ok: redis at %s can decide\n", c.addrs())
+		fmt.Fprintf(stdout, "ok: redis at %s can decide\n", c.addr)
 	}
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
@@ -57,39 +57,44 @@ func (c *config) policy(client *core.Client) (*policy.Policy, error) {
 
 // operate runs the command of c on the policy p.
 func (c *config) operate(ctx context.Context, p *policy.Policy, stdout io.Writer) error {
-	switch c.command {
-	case "ls":
+	if c.command == "ls" {
 		return c.ls(ctx, p, stdout)
-	case "peek":
-		return c.peek(ctx, p, stdout)
 	}
 	key := c.args[0]
-	var err error
 	switch c.command {
+	case "peek":
+		return c.peek(ctx, p, key, stdout)
 	case "reset":
-		if err = p.Reset(ctx, key); err == nil {
-			return c.print(stdout, map[string]any{"policy": c.name, "key": key, "reset": true},
-				fmt.Sprintf("%s %s: reset\n", c.name, key))
+		if err := p.Reset(ctx, key); err != nil {
+			return c.failed(key, err)
 		}
+		return c.print(stdout, map[string]any{"policy": c.name, "key": key, "reset": true},
+			fmt.Sprintf("%s %s: reset\n", c.name, key))
 	case "override get":
 		limit, ok, err := p.Override(ctx, key)
-		if err != nil {
-			return fmt.Errorf("override get %s: %w", key, err)
+		switch {
+		case err != nil:
+			return c.failed(key, err)
+		case !ok:
+			return c.print(stdout, ops.Override{Policy: c.name, Key: key}, fmt.Sprintf("%s %s: no override\n", c.name, key))
 		}
-		if !ok {
-			return c.printOverride(stdout, key, nil)
-		}
-		return c.printOverride(stdout, key, &limit)
+		return c.printOverride(stdout, key, limit)
 	case "override set":
 		limit, _ := strconv.ParseInt(c.args[1], 10, 64) // validated
-		if err = p.SetOverride(ctx, key, limit); err == nil {
-			return c.printOverride(stdout, key, &limit)
+		if err := p.SetOverride(ctx, key, limit); err != nil {
+			return c.failed(key, err)
 		}
-	case "override rm":
-		if err = p.DeleteOverride(ctx, key); err == nil {
-			return c.print(stdout, ops.Override{Policy: c.name, Key: key}, fmt.Sprintf("%s %s: override removed\n", c.name, key))
+		return c.printOverride(stdout, key, limit)
+	default: // override rm
+		if err := p.DeleteOverride(ctx, key); err != nil {
+			return c.failed(key, err)
 		}
+		return c.print(stdout, ops.Override{Policy: c.name, Key: key}, fmt.Sprintf("%s %s: override removed\n", c.name, key))
 	}
+}
+
+// failed returns the error err of the command on key.
+func (c *config) failed(key string, err error) error {
 	return fmt.Errorf("%s %s: %w", c.command, key, err)
 }
 
@@ -110,10 +115,10 @@ func (c *config) ls(ctx context.Context, p *policy.Policy, stdout io.Writer) err
 	return nil
 }
 
-func (c *config) peek(ctx context.Context, p *policy.Policy, stdout io.Writer) error {
-	s, err := ops.Peek(ctx, p, c.name, c.args[0])
+func (c *config) peek(ctx context.Context, p *policy.Policy, key string, stdout io.Writer) error {
+	s, err := ops.Peek(ctx, p, c.name, key)
 	if err != nil {
-		return fmt.Errorf("peek %s: %w", c.args[0], err)
+		return c.failed(key, err)
 	}
 	if c.json {
 		return printJSON(stdout, s)
@@ -150,14 +155,11 @@ func (c *config) limitOf(limit, ms int64) string {
 	return string(b)
 }
 
-// printOverride prints key's override, nil for none.
-func (c *config) printOverride(stdout io.Writer, key string, limit *int64) error {
-	text := fmt.Sprintf("%s %s: no override\n", c.name, key)
-	if limit != nil {
-		r, _ := core.ParseRate(c.rate) // its interval, 0 for a concurrency limit
-		text = fmt.Sprintf("%s %s: override %s\n", c.name, key, c.limitOf(*limit, r.Interval.Milliseconds()))
-	}
-	return c.print(stdout, ops.Override{Policy: c.name, Key: key, Limit: limit}, text)
+// printOverride prints key's override limit.
+func (c *config) printOverride(stdout io.Writer, key string, limit int64) error {
+	r, _ := core.ParseRate(c.rate) // its interval; 0 for a concurrency limit
+	return c.print(stdout, ops.Override{Policy: c.name, Key: key, Limit: &limit},
+		fmt.Sprintf("%s %s: override %s\n", c.name, key, c.limitOf(limit, r.Interval.Milliseconds())))
 }
 
 // print prints v as JSON with -json, and text otherwise.

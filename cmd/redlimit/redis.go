@@ -19,9 +19,8 @@ func (c *config) connect() (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, usagef("-redis: %w", redisurl.RedactCluster(err, c.redisURL))
 		}
-		c.secret = o.Password
-		o.ContextTimeoutEnabled = true
-		o.DialTimeout = c.dialTimeout(o.DialTimeout)
+		c.secret, c.addr = o.Password, strings.Join(o.Addrs, ", ")
+		o.ContextTimeoutEnabled, o.DialTimeout = true, c.dialTimeout(o.DialTimeout)
 		o.MaxRetries, o.DialerRetries = retries(o.MaxRetries), 1
 		return redis.NewClusterClient(o), nil
 	}
@@ -29,9 +28,8 @@ func (c *config) connect() (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, usagef("-redis: %w", redisurl.Redact(err, c.redisURL))
 	}
-	c.secret = o.Password
-	o.ContextTimeoutEnabled = true
-	o.DialTimeout = c.dialTimeout(o.DialTimeout)
+	c.secret, c.addr = o.Password, o.Addr
+	o.ContextTimeoutEnabled, o.DialTimeout = true, c.dialTimeout(o.DialTimeout)
 	o.MaxRetries, o.DialerRetries = retries(o.MaxRetries), 1
 	return redis.NewClient(o), nil
 }
@@ -54,19 +52,6 @@ func (c *config) dialTimeout(d time.Duration) time.Duration {
 		d = 5 * time.Second
 	}
 	return min(d, c.timeout)
-}
-
-// addrs names the Redis of c's URL, which has parsed: its address, or a
-// Cluster's nodes.
-func (c *config) addrs() string {
-	if c.cluster {
-		if o, err := redis.ParseClusterURL(c.redisURL); err == nil {
-			return strings.Join(o.Addrs, ", ")
-		}
-	} else if o, err := redis.ParseURL(c.redisURL); err == nil {
-		return o.Addr
-	}
-	return "?"
 }
 
 // redact returns msg without the URL's password, as it is and as a URL
