@@ -168,6 +168,16 @@
 // problem+json body of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded.
 //
+// # Operating limits
+//
+// An operator sees and changes a policy's state in Redis, by key, as the
+// key functions return it: Peek (what the key's next request would get,
+// taking nothing), Reset, Keys, and SetOverride, Override and
+// DeleteOverride (a key's own limit, which every process applies within a
+// second). A policy marshals to JSON as its name, kind and limit. Package
+// admin serves all of it as a JSON API, and the redlimit command
+// (cmd/redlimit) from a shell.
+//
 // # Writing an adapter
 //
 // An adapter takes a *Policy and options of its own (a skip function, a

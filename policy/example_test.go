@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
@@ -39,4 +40,28 @@ func Example_names() {
 	// Output:
 	// policy "api": core: invalid option: a policy of this name on this client has the rate 100 per 1m0s (Overall), and this one the rate 50 per 1m0s (Overall); policies of one name share one budget, so give each limit a name of its own
 	// policy "upload": WithCost(6): core: invalid permits: the cost must be from 1 to the rate's 5 permits
+}
+
+// A policy tells an operator its name, kind and limit as JSON, as package
+// admin lists it.
+func ExamplePolicy_MarshalJSON() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	client, err := core.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}))
+	if err != nil {
+		panic(err)
+	}
+
+	user := policy.MustNew(client, "user", core.PerMinute(5))
+	exports := policy.MustNewConcurrency(client, "exports", 2)
+	b, err := json.Marshal([]*policy.Policy{user, exports})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(b))
+	// Output:
+	// [{"name":"user","kind":"rate","limit":5,"interval_ms":60000},{"name":"exports","kind":"concurrency","limit":2}]
 }

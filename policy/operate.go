@@ -65,14 +65,25 @@ func isHashed(key string) bool {
 // refused, the time until it would not be (unknown for a concurrency
 // limit: 0). The limit is the key's override if it has one, else the
 // policy's own: a rate function, which reads the request, plays no part.
+// The override is read from Redis, as Override reads it, so that a process
+// that has not read the overrides yet (one just started, such as a
+// command's) tells the limit that every process applies within a second.
 func (p *Policy) Peek(ctx context.Context, key string) (core.Result, error) {
 	name, err := p.limiterOf(key)
 	if err != nil {
 		return core.Result{}, err
 	}
-	prep := p.override(name)
-	if prep == nil {
-		prep = p.base
+	limit, ok, err := p.stored(ctx, name)
+	if err != nil {
+		return core.Result{}, fmt.Errorf("policy %s: peek: %w", p.name, err)
+	}
+	prep := p.base
+	if ok {
+		r := p.base.rate
+		r.Permits = limit
+		if ov, err := p.rates.get(p, r); err == nil {
+			prep = ov // else not a limit New would take: the key keeps its own, as in its decisions
+		}
 	}
 	if p.kind == kindConcurrency {
 		n, err := p.client.Semaphore(name, prep.semOpts...).Available(ctx)
@@ -186,12 +197,22 @@ func (p *Policy) Override(ctx context.Context, key string) (limit int64, ok bool
 	if err != nil {
 		return 0, false, err
 	}
+	limit, ok, err = p.stored(ctx, name)
+	if err != nil {
+		return 0, false, fmt.Errorf("policy %s: override: %w", p.name, err)
+	}
+	return limit, ok, nil
+}
+
+// stored returns the override of the limiter name as Redis holds it, and
+// whether it has one.
+func (p *Policy) stored(ctx context.Context, name string) (int64, bool, error) {
 	v, err := p.client.Redis().HGet(ctx, p.ov.key, name[len(p.prefix):]).Int64()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return 0, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("policy %s: override: %w", p.name, err)
+		return 0, false, err
 	}
 	return v, true, nil
 }

@@ -81,6 +81,24 @@ func TestPeek(t *testing.T) {
 	})
 }
 
+// Peek tells a key's override in a process that has not read the
+// overrides yet (one just started, such as a command's), for a rate and a
+// concurrency limit.
+func TestPeekReadsTheOverride(t *testing.T) {
+	operated(t, func(t *testing.T, _ redis.UniversalClient, one, two *core.Client) {
+		for _, mk := range []func(c *core.Client) *policy.Policy{
+			func(c *core.Client) *policy.Policy { return policy.MustNew(c, "peekov", core.PerMinute(2), byUser) },
+			func(c *core.Client) *policy.Policy { return policy.MustNewConcurrency(c, "peekovc", 2, byUser) },
+		} {
+			require.NoError(t, mk(one).SetOverride(bg, "gina", 9))
+			r, err := mk(two).Peek(bg, "gina") // two's first policy of the name: no override read
+			require.NoError(t, err)
+			assert.EqualValues(t, 9, r.Rate.Permits)
+			assert.EqualValues(t, 9, r.Remaining)
+		}
+	})
+}
+
 // A Reset in one process serves the key's next request in another within
 // a second, though that one had just refused it (and keeps the refusal in
 // memory).

@@ -26,7 +26,7 @@ import (
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/echo5rl"
 	"github.com/redlimit/redlimit/examples/internal/embedded"
-	"github.com/redlimit/redlimit/examples/internal/redisurl"
+	"github.com/redlimit/redlimit/internal/redisurl"
 	"github.com/redlimit/redlimit/policy"
 )
 

@@ -25,8 +25,8 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/embedded"
-	"github.com/redlimit/redlimit/examples/internal/redisurl"
 	"github.com/redlimit/redlimit/fiberrl"
+	"github.com/redlimit/redlimit/internal/redisurl"
 	"github.com/redlimit/redlimit/policy"
 )
 

@@ -38,8 +38,8 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/embedded"
-	"github.com/redlimit/redlimit/examples/internal/redisurl"
 	"github.com/redlimit/redlimit/grpcrl"
+	"github.com/redlimit/redlimit/internal/redisurl"
 	"github.com/redlimit/redlimit/policy"
 )
 

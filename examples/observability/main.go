@@ -30,7 +30,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/embedded"
-	"github.com/redlimit/redlimit/examples/internal/redisurl"
+	"github.com/redlimit/redlimit/internal/redisurl"
 	"github.com/redlimit/redlimit/metrics/prometheus"
 	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/policy"

@@ -25,7 +25,7 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/examples/internal/embedded"
-	"github.com/redlimit/redlimit/examples/internal/redisurl"
+	"github.com/redlimit/redlimit/internal/redisurl"
 )
 
 func main() {

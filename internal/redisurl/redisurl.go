@@ -1,7 +1,8 @@
 // Package redisurl says what is wrong with a Redis URL without the password
-// it holds. The examples read their Redis from REDIS_URL with
-// redis.ParseURL, whose errors from net/url quote the whole URL, password
-// included, and may quote a part of a password that breaks the URL.
+// it holds. The examples and the redlimit command read their Redis from a
+// URL with redis.ParseURL (or redis.ParseClusterURL), whose errors from
+// net/url quote the whole URL, password included, and may quote a part of a
+// password that breaks the URL.
 package redisurl
 
 import (
@@ -17,6 +18,16 @@ import (
 // the user information cannot be parsed. A URL without a password, which
 // err cannot give away, keeps err. Redact returns nil if err is nil.
 func Redact(err error, rawURL string) error {
+	return redactWith(err, rawURL, func(u string) error { _, err := redis.ParseURL(u); return err })
+}
+
+// RedactCluster is Redact for redis.ParseClusterURL's error err.
+func RedactCluster(err error, rawURL string) error {
+	return redactWith(err, rawURL, func(u string) error { _, err := redis.ParseClusterURL(u); return err })
+}
+
+// redactWith is Redact for the parser parse.
+func redactWith(err error, rawURL string, parse func(string) error) error {
 	if err == nil {
 		return nil
 	}
@@ -24,7 +35,7 @@ func Redact(err error, rawURL string) error {
 	if !ok {
 		return err
 	}
-	if _, err := redis.ParseURL(redacted); err != nil {
+	if err := parse(redacted); err != nil {
 		return err // the same mistake, said of the URL without its password
 	}
 	return errors.New(`redis: the URL's user information (before its last "@") cannot be parsed: ` +

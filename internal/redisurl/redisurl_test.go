@@ -102,3 +102,20 @@ func TestRedact(t *testing.T) {
 		assert.Equal(t, url, got)
 	}
 }
+
+// A malformed Cluster URL is reported by RedactCluster without its
+// password, and says what is wrong as redis.ParseClusterURL sees it.
+func TestRedactClusterHidesThePassword(t *testing.T) {
+	for _, c := range []struct{ url, wrong string }{
+		{"redis://user:Zq9Xw7@host:notaport?addr=other:6379", `invalid port ":notaport" after host`},
+		{"redis://user:Zq9Xw7@host:6379?addr=other:6379&db=1", "unexpected option: db"},
+		{"redis://user:Zq9/Xw7@host:6379?addr=other:6379", "user information"},
+	} {
+		_, raw := redis.ParseClusterURL(c.url)
+		require.Error(t, raw, c.url)
+		err := RedactCluster(raw, c.url)
+		require.Error(t, err)
+		assert.False(t, tells(err.Error()), "the report tells the password: %v", err)
+		assert.Contains(t, err.Error(), c.wrong, c.url)
+	}
+}
