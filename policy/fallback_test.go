@@ -35,7 +35,6 @@ type counter struct {
 	mu          sync.Mutex
 	outcomes    map[observe.Outcome]int
 	transitions []bool
-	errors      []error // the first 100 errors reported
 }
 
 func (c *counter) Decision(_ context.Context, d observe.Decision) {
@@ -45,18 +44,9 @@ func (c *counter) Decision(_ context.Context, d observe.Decision) {
 		c.outcomes = map[observe.Outcome]int{}
 	}
 	c.outcomes[d.Outcome]++
-	if d.Err != nil && len(c.errors) < 100 {
-		c.errors = append(c.errors, d.Err)
-	}
 }
 
 // errs returns the errors the decisions reported.
-func (c *counter) errs() []error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]error(nil), c.errors...)
-}
-
 func (c *counter) Fallback(_ string, active bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
