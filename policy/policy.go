@@ -525,12 +525,13 @@ func ceilTimeout(d time.Duration) time.Duration {
 // panicked (as a 500), and once its response is over: when the handler
 // handed its connection over (a WebSocket), once that is closed. A
 // concurrency limit's slot is given back then, whatever the status. A
-// rate's grant is given back when a later policy of the request refused
-// it, or when the policy's refund rule (WithRefund) matches the status:
-// exactly that grant, before the adapter returns; otherwise it is settled
-// to the cost the handler reported with Settle, if any. A refund or settle
-// that Redis cannot take now is kept by the core and made when Redis
-// answers, within the grant's window.
+// rate's or a quota's grant is given back when a later policy of the
+// request refused it, or when the policy's refund rule (WithRefund)
+// matches the status: exactly that grant, before the adapter returns;
+// otherwise it is settled to the cost the handler reported with Settle,
+// if any. A refund or settle that Redis cannot take now is kept by the
+// core and made when Redis answers, within the grant's window (of a
+// quota: while its period is current).
 func (d Decision) Done(status int) {
 	p := d.p
 	if d.slot != nil {

@@ -329,7 +329,8 @@ func TestQuotaRefundsAndSettles(t *testing.T) {
 	d.Done(http.StatusOK)
 	assert.Zero(t, quotaLeft(t, c, "tokens:192.0.2.1", month), "in debt: 16 used of 10")
 	d = decide(t, p, r.with("X-Cost", "1"), observe.Denied, http.StatusTooManyRequests)
-	assert.Equal(t, "7200", r.resp.Get("Retry-After"), "until June")
+	assert.Equal(t, 2*time.Hour, d.Result.RetryAfter, "until June")
+	assert.Equal(t, "7200", r.resp.Get("Retry-After"))
 	mr.SetTime(time.Date(2026, 6, 30, 23, 59, 59, 0, time.UTC))
 	d = decide(t, p, r, observe.Allowed, 0)
 	assert.EqualValues(t, 9, d.Result.Remaining, "the debt ended with May")
@@ -376,6 +377,11 @@ func TestQuotaFallbackShare(t *testing.T) {
 	obs.mu.Lock()
 	assert.Equal(t, []bool{true}, obs.transitions, "the fallback started, once")
 	obs.mu.Unlock()
+	errs := obs.errs()
+	require.Len(t, errs, 3+5+2, "the observer sees why Redis did not decide each decision in memory")
+	for _, err := range errs {
+		assert.ErrorIs(t, err, core.ErrUnavailable)
+	}
 
 	mr.SetError("")
 	require.Eventually(t, func() bool {
