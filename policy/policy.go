@@ -17,11 +17,10 @@ import (
 
 // Policy is one named limit on requests: a rate (New), a number of
 // requests in flight (NewConcurrency) or a quota per calendar period
-// (NewQuota); who is limited, how many requests,
-// at what cost, whether they wait, what happens when Redis cannot decide,
-// which headers they carry and who observes it. It knows nothing of any
-// framework: adapters apply it. A Policy is safe for concurrent use by
-// multiple goroutines.
+// (NewQuota); who is limited, how many requests, at what cost, whether
+// they wait, what happens when Redis cannot decide, which headers they
+// carry and who observes it. It knows nothing of any framework: adapters
+// apply it. A Policy is safe for concurrent use by multiple goroutines.
 type Policy struct {
 	client   *core.Client
 	kind     kind
