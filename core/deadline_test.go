@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,18 +18,25 @@ import (
 func blackhole(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	var conns []net.Conn
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			mu.Lock()
 			conns = append(conns, c) // held open, never read or written
+			mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() {
 		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
 		for _, c := range conns {
 			_ = c.Close()
 		}

@@ -227,7 +227,12 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 // When Redis cannot decide (an error wrapping ErrUnavailable, a timeout or
 // another Redis error), or the call is not sent (ErrOverloaded, or ctx
 // done before it), Result.Grant is the grant the call asked for, for a
-// caller that grants the permits by other means (see Limiter.Charge).
+// caller that grants the permits by other means (see Limiter.Charge). On a
+// quota (WithQuota), such a Result also holds the quota's Rate and, in
+// ResetAfter, the time until the current period ends, by the local clock
+// turned into Redis's with the offset measured on the Client's decisions,
+// so that such a caller knows the period it grants in; so does the Result
+// of a call that Redis refused with ErrInvalidConfig, which has no Grant.
 func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error) {
 	if err := l.checkPermits(permits); err != nil {
 		return Result{}, err

@@ -167,7 +167,8 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 		}
 	}
 	member := newQuotaMember(permits)
-	undecided := Result{Grant: Grant{member: member, at: sent.UnixMilli(), state: grantUnsent}}
+	undecided := l.undecidedQuota(sent)
+	undecided.Grant = Grant{member: member, at: sent.UnixMilli(), state: grantUnsent}
 	if err := ctx.Err(); err != nil {
 		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
 	}
@@ -177,7 +178,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	}
 	if err != nil {
 		if errors.Is(err, ErrInvalidConfig) {
-			return Result{}, fmt.Errorf("core: acquire: %w", err) // Redis's answer
+			return l.undecidedQuota(sent), fmt.Errorf("core: acquire: %w", err) // Redis's answer: no grant
 		}
 		if q.sent {
 			undecided.Grant.state = grantLost
@@ -202,6 +203,19 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 		}
 	}
 	return r, nil
+}
+
+// undecidedQuota returns the Result of an acquire sent at sent that Redis
+// did not decide: no grant, but the quota's Rate and, in ResetAfter, the
+// time until the current period ends, both by the local clock turned into
+// Redis's (see TryAcquire), for a caller that decides by other means.
+func (l *Limiter) undecidedQuota(sent time.Time) Result {
+	now := sent.UnixMilli() + l.c.offset.Load()
+	start, end := l.quota.bounds(now)
+	return Result{
+		ResetAfter: time.Duration(end-now) * time.Millisecond,
+		Rate:       Rate{Permits: l.quota.quota.Limit, Interval: time.Duration(end-start) * time.Millisecond},
+	}
 }
 
 // quotaOp returns the arguments of op o in a quota change call (see

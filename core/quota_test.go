@@ -573,3 +573,42 @@ func TestQuotaArguments(t *testing.T) {
 		assert.Zero(t, core.Owed(c))
 	})
 }
+
+// An acquire on a quota that Redis did not decide returns, besides the
+// grant it asked for, the quota's Rate and the time until the current
+// period ends, by the Client's estimate of Redis's clock; a refusal of
+// Redis's (ErrInvalidConfig) the same, without a grant.
+func TestQuotaUndecidedKnowsItsPeriod(t *testing.T) {
+	runMini(t, func(t *testing.T, e *env) {
+		q := core.Quota{Limit: 5, Period: core.Day, Location: zone(t, "Europe/Paris")}
+		// 2026-03-28 23:00 in Paris: a day of 23 hours begins in an hour.
+		e.mr.SetTime(time.Date(2026, 3, 28, 23, 0, 0, 0, q.Location))
+		c := e.client(t, core.WithDenialCache(0))
+		l := c.Limiter(e.name, core.WithQuota(q))
+		require.True(t, tryAcquire(t, l, 1), "a decision: the Client measures Redis's clock")
+		now := redisTime(t, e)
+		_, end := core.QuotaBounds(q, now)
+
+		e.mr.SetError("LOADING Redis is loading")
+		res, err := l.TryAcquire(bg, 2)
+		require.Error(t, err)
+		assert.False(t, res.Allowed)
+		assert.False(t, res.Grant.IsZero(), "the grant asked for")
+		assert.Equal(t, core.Rate{Permits: 5, Interval: 24 * time.Hour}, res.Rate)
+		assert.InDelta(t, end.Sub(now), res.ResetAfter, float64(time.Second), "until the day ends by Redis's clock")
+
+		// Redis answers again (the Client's probe, once a second, finds
+		// it); past midnight by its clock, the next day is 23 hours long.
+		e.mr.SetError("")
+		time.Sleep(2 * time.Second)
+		e.mr.SetTime(time.Date(2026, 3, 29, 0, 0, 1, 0, q.Location))
+		require.True(t, tryAcquire(t, l, 1))
+		require.NoError(t, e.rdb.Del(bg, quotaKey(l)).Err())
+		require.NoError(t, e.rdb.HSet(bg, quotaKey(l), "x", "1").Err())
+		res, err = l.TryAcquire(bg, 1)
+		require.ErrorIs(t, err, core.ErrInvalidConfig)
+		assert.True(t, res.Grant.IsZero(), "Redis answered: no grant")
+		assert.Equal(t, core.Rate{Permits: 5, Interval: 23 * time.Hour}, res.Rate)
+		assert.InDelta(t, 23*time.Hour-time.Second, res.ResetAfter, float64(time.Second))
+	})
+}

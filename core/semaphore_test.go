@@ -755,3 +755,37 @@ func TestSemaphoreCallTimeout(t *testing.T) {
 	assert.False(t, l == (core.Lease{}), "the lease it asked for")
 	assert.Less(t, time.Since(start), time.Second)
 }
+
+// A semaphore's keys take Redis memory per permit held: its counter, and
+// a member of its leases per permit. Measured with MEMORY USAGE for the
+// name of TestQuotaMemoryPerKey's quota, so that the kinds of limit compare.
+func TestSemaphoreMemoryPerKey(t *testing.T) {
+	runRedis(t, func(t *testing.T, e *env) {
+		s := e.client(t).Semaphore("api:user:2001:db8:1234:5678::/64", core.WithPermits(10))
+		t.Cleanup(func() {
+			for _, k := range core.SemaphoreKeys(s) {
+				_ = e.rdb.Del(bg, k).Err()
+			}
+		})
+		usage := func() int64 {
+			var n int64
+			for _, k := range core.SemaphoreKeys(s) {
+				m, err := e.rdb.MemoryUsage(bg, k).Result()
+				require.NoError(t, err)
+				n += m
+			}
+			return n
+		}
+		_, r, err := s.TryAcquire(bg, 1, time.Minute)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		one := usage()
+		_, r, err = s.TryAcquire(bg, 9, time.Minute)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		ten := usage()
+		t.Logf("keys %v: %d bytes (MEMORY USAGE) with 1 permit held, %d with 10", core.SemaphoreKeys(s), one, ten)
+		assert.LessOrEqual(t, one, int64(300))
+		assert.LessOrEqual(t, ten-one, int64(9*40), "at most 40 bytes per permit held")
+	})
+}

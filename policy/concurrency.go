@@ -44,7 +44,7 @@ func NewConcurrency(c *core.Client, name string, limit int64, opts ...Option) (*
 	if limit < 1 || limit > maxConcurrency {
 		return nil, fmt.Errorf("policy %q: %w: a concurrency limit of %d, not in [1, %d]", name, core.ErrInvalidPermits, limit, maxConcurrency)
 	}
-	return newPolicy(c, name, kindConcurrency, core.Rate{Permits: limit}, opts)
+	return newPolicy(c, name, kindConcurrency, core.Rate{Permits: limit}, core.Quota{}, opts)
 }
 
 // MustNewConcurrency is like NewConcurrency but panics with its error.

@@ -1,5 +1,6 @@
 // Package policy builds limits on requests once, for every framework: a
-// rate (New) or a number of requests in flight (NewConcurrency). A Policy
+// rate (New), a number of requests in flight (NewConcurrency) or a quota
+// per calendar period (NewQuota). A Policy
 // is one named limit: who is limited (a key function), how many
 // requests at what cost, whether a request over the limit waits, what
 // happens when Redis cannot decide, which headers responses carry, and who
@@ -119,6 +120,26 @@
 // second, register theirs first. A Redis restarted empty thus learns what
 // is held within a renewal: at worst, when this process saw no failure, a
 // third of the lease.
+//
+// # Quotas
+//
+// NewQuota gives each key a budget per calendar period: a core.Quota of
+// Limit permits a Day, an ISO Week or a Month, in the calendar of its time
+// zone, so that a Day is 23 or 25 hours long when clocks change. Redis's
+// clock decides the period, and each key is one counter in Redis, of
+// constant size, that expires after its period (core.WithQuota).
+//
+//	monthly := policy.MustNewQuota(client, "monthly", core.Quota{Limit: 1_000_000, Period: core.Month}, byUser)
+//
+// A refusal's Retry-After and t are the time until the next period begins,
+// rounded up, and w in RateLimit-Policy is the current period's length in
+// seconds. Costs, Settle (a debt lasts until the period ends), refunds,
+// stacking, dry run, wait mode (a request waits only when the boundary is
+// within its wait) and the failure policies work as for a rate. The local
+// fallback grants each key this process's share of what the period had
+// left when Redis last decided the key (ceil(left/instances)), until the
+// period ends; a key without such a decision, the share of the whole limit
+// (see NewQuota).
 //
 // # Settling the real cost
 //

@@ -20,6 +20,7 @@ import (
 // answers again.
 type fallback struct {
 	limiter *localLimiter
+	quotas  *quotaShares // a quota policy's, which does not use limiter
 	mu      sync.Mutex
 	outages map[*core.Outage]bool // those the policy's decisions met, not over
 }

@@ -35,6 +35,7 @@ type counter struct {
 	mu          sync.Mutex
 	outcomes    map[observe.Outcome]int
 	transitions []bool
+	errors      []error // the first 100 errors reported
 }
 
 func (c *counter) Decision(_ context.Context, d observe.Decision) {
@@ -44,6 +45,16 @@ func (c *counter) Decision(_ context.Context, d observe.Decision) {
 		c.outcomes = map[observe.Outcome]int{}
 	}
 	c.outcomes[d.Outcome]++
+	if d.Err != nil && len(c.errors) < 100 {
+		c.errors = append(c.errors, d.Err)
+	}
+}
+
+// errs returns the errors the decisions reported.
+func (c *counter) errs() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.errors...)
 }
 
 // errs returns the errors the decisions reported.

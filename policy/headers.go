@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit/core"
@@ -48,34 +50,40 @@ const failedRetryAfter = "1"
 // header holds what a policy writes for one rate, built once.
 type header struct {
 	style       headerStyle
-	inFlight    bool   // a concurrency limit: no reset time, no Retry-After
-	policy      string // RateLimit-Policy item
-	limit       string // X-RateLimit-Limit value
-	item        string // the policy name as a structured-field string
-	deny        []byte // 429 body
-	reject      []byte // 403 body
-	badCost     []byte // 400 body
-	tooCostly   []byte // 413 body
-	unavailable []byte // 503 body
+	inFlight    bool         // a concurrency limit: no reset time, no Retry-After
+	policy      string       // RateLimit-Policy item (of a quota: without w)
+	periods     *periodItems // a quota's RateLimit-Policy items, per length of its periods
+	limit       string       // X-RateLimit-Limit value
+	item        string       // the policy name as a structured-field string
+	deny        []byte       // 429 body
+	reject      []byte       // 403 body
+	badCost     []byte       // 400 body
+	tooCostly   []byte       // 413 body
+	unavailable []byte       // 503 body
 }
 
 // newHeader builds the fields and bodies of the policy name, whose
-// characters are printable ASCII, of kind k and rate r.
-func newHeader(name string, k kind, r core.Rate, style headerStyle) header {
+// characters are printable ASCII, of kind k and rate r (of a concurrency
+// limit or a quota, r.Permits is the limit, and period is a quota's).
+func newHeader(name string, k kind, r core.Rate, period core.Period, style headerStyle) header {
 	item := sfString(name)
 	policy := item + ";q=" + strconv.FormatInt(r.Permits, 10)
 	detail := "The request quota of this client is used up; retry after the time in Retry-After."
+	var periods *periodItems
 	switch {
 	case k == kindConcurrency:
 		policy += `;qu="concurrent-requests"`
 		detail = "This client has as many requests in progress as it may; retry once one of them has finished."
-	case r.Interval%time.Second == 0:
-		// w is whole seconds; a sub-second window is left out rather than
-		// misstated.
-		policy += ";w=" + strconv.FormatInt(int64(r.Interval/time.Second), 10)
+	case k == kindQuota:
+		// w is the length of the decision's period: see periodItems.
+		periods = &periodItems{}
+		detail = "The request quota of this client for the current " + strings.ToLower(period.String()) +
+			" is used up; retry after the time in Retry-After."
+	default:
+		policy = withWindow(policy, r.Interval)
 	}
 	return header{
-		style: style, inFlight: k == kindConcurrency, policy: policy, limit: strconv.FormatInt(r.Permits, 10), item: item,
+		style: style, inFlight: k == kindConcurrency, policy: policy, periods: periods, limit: strconv.FormatInt(r.Permits, 10), item: item,
 		deny: problemJSON(problem{
 			Type: problemQuotaExceeded, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
 			Detail: detail, ViolatedPolicies: []string{name},
@@ -98,6 +106,53 @@ func newHeader(name string, k kind, r core.Rate, style headerStyle) header {
 			Detail: "The request could not be checked against its rate limit; retry after the time in Retry-After.",
 		}),
 	}
+}
+
+// withWindow returns the RateLimit-Policy item policy with w, the window
+// (or period) in whole seconds; a window that is not whole seconds is left
+// out rather than misstated.
+func withWindow(policy string, window time.Duration) string {
+	if window <= 0 || window%time.Second != 0 {
+		return policy
+	}
+	return policy + ";w=" + strconv.FormatInt(int64(window/time.Second), 10)
+}
+
+// periodItems are a quota's RateLimit-Policy items, one per length of its
+// periods, whose w is that length (a Day of 23, 24 or 25 hours: 82800,
+// 86400 or 90000), each built the first time a decision needs it. The
+// lengths of one quota are few: a Month's are at most 12 (28 to 31 days,
+// an hour more or less where clocks change).
+type periodItems struct {
+	all atomic.Pointer[[]periodItem] // copied on write
+}
+
+type periodItem struct {
+	length time.Duration
+	item   string
+}
+
+// maxPeriodItems bounds the items kept; further ones are built when used.
+const maxPeriodItems = 16
+
+// get returns the item policy (without w) of a period of length.
+func (pi *periodItems) get(policy string, length time.Duration) string {
+	all := pi.all.Load()
+	var kept []periodItem
+	if all != nil {
+		kept = *all
+	}
+	for _, it := range kept {
+		if it.length == length {
+			return it.item
+		}
+	}
+	item := withWindow(policy, length)
+	if len(kept) < maxPeriodItems {
+		next := append(append(make([]periodItem, 0, len(kept)+1), kept...), periodItem{length, item})
+		pi.all.CompareAndSwap(all, &next) // lost to another: built again next time
+	}
+	return item
 }
 
 func problemJSON(p problem) []byte {
@@ -134,7 +189,9 @@ func sfString(name string) string {
 // limit gets Retry-After, in whole seconds rounded up; a 503 of fail
 // closed gets Retry-After 1; a request decided without a limiter, or
 // refused for its cost, gets none. A concurrency limit's fields have no
-// time (t, X-RateLimit-Reset, Retry-After): when a slot frees is not known. When several policies limit one
+// time (t, X-RateLimit-Reset, Retry-After): when a slot frees is not known.
+// A quota's w is the length of the decision's period, and its times run to
+// the period's end. When several policies limit one
 // request, each adds its item to the RateLimit and RateLimit-Policy lists
 // (lim holds them), and the X-RateLimit-* headers are those of the
 // request's headline decision (see limits.headline).
@@ -181,7 +238,11 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline boo
 		x.SetHeader(headerRetryAfter, s[:tEnd])
 	}
 	if ietf {
-		lim.policies = appendItem(lim.policies, h.policy)
+		policy := h.policy
+		if h.periods != nil {
+			policy = h.periods.get(policy, d.Result.Rate.Interval)
+		}
+		lim.policies = appendItem(lim.policies, policy)
 		lim.items = appendItem(lim.items, s[rEnd:])
 		x.SetHeader(headerRateLimitPolicy, lim.policies)
 		x.SetHeader(headerRateLimit, lim.items)

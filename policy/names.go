@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"weak"
 
@@ -31,8 +32,24 @@ type clientNames struct {
 // are not compared: functions cannot be, in Go.
 type use struct {
 	kind    kind
-	rate    core.Rate // a concurrency limit's in Permits
+	rate    core.Rate // a concurrency limit's or a quota's in Permits
+	quota   quotaUse  // a quota's period and time zone
 	missing missingKey
+}
+
+// quotaUse is a quota's period and the name of its time zone: two
+// Locations loaded apart are one zone when their names are.
+type quotaUse struct {
+	period core.Period
+	zone   string
+}
+
+// quotaOf returns the quotaUse of q, for a policy of kind k.
+func quotaOf(k kind, q core.Quota) quotaUse {
+	if k != kindQuota {
+		return quotaUse{}
+	}
+	return quotaUse{period: q.Period, zone: q.Location.String()} // nil: "UTC"
 }
 
 // register records a policy called name, of use u, on c, and fails when a
@@ -54,7 +71,7 @@ func register(c *core.Client, name string, u use) (*overrides, error) {
 	case !ok:
 		cn.uses[name] = u
 		cn.overrides[name] = newOverrides(c, name)
-	case prev.kind != u.kind || prev.rate != u.rate:
+	case prev.kind != u.kind || prev.rate != u.rate || prev.quota != u.quota:
 		return nil, fmt.Errorf("policy %q: %w: a policy of this name on this client has %v, and this one %v; "+
 			"policies of one name share one budget, so give each limit a name of its own", name, core.ErrInvalidOption, prev, u)
 	case prev.missing != u.missing:
@@ -64,10 +81,14 @@ func register(c *core.Client, name string, u use) (*overrides, error) {
 	return cn.overrides[name], nil
 }
 
-// String names the limit of u: its rate, or its concurrency limit.
+// String names the limit of u: its rate, its concurrency limit or its
+// quota.
 func (u use) String() string {
-	if u.kind == kindConcurrency {
+	switch u.kind {
+	case kindConcurrency:
 		return fmt.Sprintf("a concurrency limit of %d", u.rate.Permits)
+	case kindQuota:
+		return fmt.Sprintf("a quota of %d a %s in %s", u.rate.Permits, strings.ToLower(u.quota.period.String()), u.quota.zone)
 	}
 	return "the rate " + u.rate.String()
 }

@@ -113,7 +113,7 @@ func (p *Policy) Reset(ctx context.Context, key string) error {
 	if p.kind == kindConcurrency {
 		_, err = p.client.Semaphore(name).Delete(ctx)
 	} else {
-		_, err = p.client.Limiter(name).Delete(ctx)
+		_, err = p.client.Limiter(name, p.base.limOpts...).Delete(ctx) // a quota's keys are its own
 	}
 	if err != nil {
 		return fmt.Errorf("policy %s: reset: %w", p.name, err)

@@ -276,3 +276,31 @@ func TestAnOverrideOutlivesRedis(t *testing.T) {
 	decide(t, p, userReq("frank"), observe.FallbackAllowed, 0) // a share of 1 of the policy's 2
 	decide(t, p, userReq("frank"), observe.FallbackDenied, http.StatusTooManyRequests)
 }
+
+// A quota has Peek, Reset, Keys and overrides too.
+func TestOperateAQuota(t *testing.T) {
+	operated(t, func(t *testing.T, _ redis.UniversalClient, one, _ *core.Client) {
+		p := policy.MustNewQuota(one, "daily", core.Quota{Limit: 2, Period: core.Day}, byUser)
+		for range 2 {
+			decide(t, p, userReq("gus"), observe.Allowed, 0)
+		}
+		decide(t, p, userReq("gus"), observe.Denied, http.StatusTooManyRequests)
+		r, err := p.Peek(bg, "gus")
+		require.NoError(t, err)
+		assert.False(t, r.Allowed)
+		assert.Positive(t, r.RetryAfter, "until midnight")
+		var keys []string
+		for k, err := range p.Keys(bg) {
+			require.NoError(t, err)
+			keys = append(keys, k)
+		}
+		assert.Equal(t, []string{"gus"}, keys)
+		require.NoError(t, p.SetOverride(bg, "gus", 3))
+		decide(t, p, userReq("gus"), observe.Allowed, 0)
+		decide(t, p, userReq("gus"), observe.Denied, http.StatusTooManyRequests)
+		require.NoError(t, p.Reset(bg, "gus"))
+		r, err = p.Peek(bg, "gus")
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, r.Remaining, "reset: the whole override left")
+	})
+}

@@ -63,12 +63,15 @@ func defaults() settings {
 }
 
 // validate checks the options against a policy of kind k and rate r (for
-// a concurrency limit, r.Permits is the limit), and sets the lease of a
-// concurrency limit that has none.
+// a concurrency limit or a quota, r.Permits is the limit), and sets the
+// lease of a concurrency limit that has none.
 func (s *settings) validate(k kind, r core.Rate) error {
 	unit := "rate's"
-	if k == kindConcurrency {
+	switch k {
+	case kindConcurrency:
 		unit = "concurrency limit's"
+	case kindQuota:
+		unit = "quota's"
 	}
 	switch {
 	case s.cost < 1 || s.cost > r.Permits:
@@ -91,9 +94,19 @@ func (s *settings) validate(k kind, r core.Rate) error {
 			return fmt.Errorf("WithKey: %w: key function %d of %d is nil", core.ErrInvalidOption, i+1, len(s.keys))
 		}
 	}
-	if k == kindRate {
+	switch k {
+	case kindRate:
 		if s.lease != 0 {
 			return fmt.Errorf("WithLease(%v): %w: a rate holds no slot; a lease is for a concurrency limit", s.lease, core.ErrInvalidOption)
+		}
+		return nil
+	case kindQuota:
+		switch {
+		case s.rateFunc != nil:
+			return fmt.Errorf("WithRateFunc: %w: a rate function chooses a rate's permits, not a quota's; "+
+				"give each plan a quota policy of its own", core.ErrInvalidOption)
+		case s.lease != 0:
+			return fmt.Errorf("WithLease(%v): %w: a quota holds no slot; a lease is for a concurrency limit", s.lease, core.ErrInvalidOption)
 		}
 		return nil
 	}
@@ -172,7 +185,8 @@ func WithCostFunc(f CostFunc) Option {
 // against the new permits; to give each plan a budget of its own, put the
 // plan in the key. The headers show the rate used. Each distinct rate is
 // validated and prepared once; at most 256 are kept, and further ones are
-// prepared for each request.
+// prepared for each request. It is an error for a concurrency limit or a
+// quota.
 func WithRateFunc(f RateFunc) Option {
 	return func(s *settings) { s.rateFunc = f }
 }
@@ -182,7 +196,7 @@ func WithRateFunc(f RateFunc) Option {
 // while it runs, and gives the slot back when it ends, so the lease is how
 // long a process that died (or lost Redis) keeps the slots of its requests.
 // At least 1 s; the default is 30 s. Leases end by Redis's clock. It is an
-// error for a rate.
+// error for a rate or a quota.
 func WithLease(d time.Duration) Option {
 	return func(s *settings) { s.lease = d }
 }
@@ -242,6 +256,7 @@ func WithTimeout(d time.Duration) Option {
 // of processes that share the limit. Requests Redis denied before the
 // outage stay denied until their retry time. The fallback keeps at most
 // 100 000 keys per policy in memory, the least recently used going first.
+// A quota's share is of what its period has left (see NewQuota).
 func WithFailLocal(instances int) Option {
 	return func(s *settings) { s.failure, s.instances = failLocal, instances }
 }

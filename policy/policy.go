@@ -15,12 +15,12 @@ import (
 	"github.com/redlimit/redlimit/observe"
 )
 
-// Policy is one named limit on requests: a rate (New) or a number of
-// requests in flight (NewConcurrency); who is limited, how many requests,
-// at what cost, whether they wait, what happens when Redis cannot decide,
-// which headers they carry and who observes it. It knows nothing of any
-// framework: adapters apply it. A Policy is safe for concurrent use by
-// multiple goroutines.
+// Policy is one named limit on requests: a rate (New), a number of
+// requests in flight (NewConcurrency) or a quota per calendar period
+// (NewQuota); who is limited, how many requests, at what cost, whether
+// they wait, what happens when Redis cannot decide, which headers they
+// carry and who observes it. It knows nothing of any framework: adapters
+// apply it. A Policy is safe for concurrent use by multiple goroutines.
 type Policy struct {
 	client   *core.Client
 	kind     kind
@@ -32,8 +32,9 @@ type Policy struct {
 	cost     int64
 	costFunc CostFunc
 	rateFunc RateFunc
-	base     *prepared // the rate given to New
-	rates    rates     // the rates rateFunc chose
+	base     *prepared  // the rate given to New
+	quota    core.Quota // a quota's, given to NewQuota
+	rates    rates      // the rates rateFunc chose
 	timeout  time.Duration
 	failure  failure
 	shares   int64     // instances sharing the rate, for the local fallback
@@ -61,6 +62,7 @@ type kind uint8
 const (
 	kindRate        kind = iota // a rate: New
 	kindConcurrency             // requests in flight: NewConcurrency
+	kindQuota                   // a quota per calendar period: NewQuota
 )
 
 // New returns the Policy called name that limits requests to rate r on
@@ -75,12 +77,13 @@ func New(c *core.Client, name string, r core.Rate, opts ...Option) (*Policy, err
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("policy %q: rate %v: %w", name, r, err)
 	}
-	return newPolicy(c, name, kindRate, r, opts)
+	return newPolicy(c, name, kindRate, r, core.Quota{}, opts)
 }
 
 // newPolicy returns the policy of kind k called name, of rate r (for a
-// concurrency limit, r.Permits is the limit), with opts.
-func newPolicy(c *core.Client, name string, k kind, r core.Rate, opts []Option) (*Policy, error) {
+// concurrency limit, r.Permits is the limit; for a quota, q, whose limit
+// r.Permits is), with opts.
+func newPolicy(c *core.Client, name string, k kind, r core.Rate, q core.Quota, opts []Option) (*Policy, error) {
 	s := defaults()
 	for _, o := range opts {
 		if o != nil {
@@ -96,7 +99,7 @@ func newPolicy(c *core.Client, name string, k kind, r core.Rate, opts []Option) 
 	if err := s.validate(k, r); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", name, err)
 	}
-	ov, err := register(c, name, use{kind: k, rate: r, missing: s.missing})
+	ov, err := register(c, name, use{kind: k, rate: r, quota: quotaOf(k, q), missing: s.missing})
 	if err != nil {
 		return nil, err
 	}
@@ -128,11 +131,15 @@ func newPolicy(c *core.Client, name string, k kind, r core.Rate, opts []Option) 
 		style:    s.headers,
 		lease:    s.lease,
 		ov:       ov,
+		quota:    q,
 	}
 	p.base = p.prepare(r)
 	p.fallback = newFallback(fallbackKeys)
-	if k == kindConcurrency {
+	switch k {
+	case kindConcurrency:
 		p.held = newHolders()
+	case kindQuota:
+		p.fallback.quotas = newQuotaShares(fallbackKeys)
 	}
 	if s.maxWait > 0 {
 		p.waits = newWaits(s.maxWait, s.maxWaiters, s.maxPerKey)
@@ -260,8 +267,13 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		r, w, err = p.waits.wait(ctx, p, l, name, d.cost, r)
 		waited = waited || w
 	}
-	if err != nil {
+	switch {
+	case err != nil && p.kind == kindQuota:
+		return p.withoutRedis(d, quotaClaim{l, r}, err)
+	case err != nil:
 		return p.withoutRedis(d, rateClaim{l, r.Grant}, err)
+	case p.kind == kindQuota:
+		p.fallback.quotas.note(name, r, p.shares, time.Now())
 	}
 	d.decided(r, waited)
 	return d
@@ -475,6 +487,9 @@ func (p *Policy) withoutRedis(d Decision, c claim, err error) Decision {
 		return d
 	case overload && p.failure != failLocal:
 		d.Result = core.Result{Rate: d.prep.rate, RetryAfter: ceilTimeout(p.timeout)}
+		if q, ok := c.(quotaClaim); ok {
+			d.Result.Rate = q.asked.Rate // the quota of the current period
+		}
 		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
 		return d
 	case !overload && !lost && !errors.Is(err, context.Canceled):
@@ -516,12 +531,13 @@ func ceilTimeout(d time.Duration) time.Duration {
 // panicked (as a 500), and once its response is over: when the handler
 // handed its connection over (a WebSocket), once that is closed. A
 // concurrency limit's slot is given back then, whatever the status. A
-// rate's grant is given back when a later policy of the request refused
-// it, or when the policy's refund rule (WithRefund) matches the status:
-// exactly that grant, before the adapter returns; otherwise it is settled
-// to the cost the handler reported with Settle, if any. A refund or settle
-// that Redis cannot take now is kept by the core and made when Redis
-// answers, within the grant's window.
+// rate's or a quota's grant is given back when a later policy of the
+// request refused it, or when the policy's refund rule (WithRefund)
+// matches the status: exactly that grant, before the adapter returns;
+// otherwise it is settled to the cost the handler reported with Settle,
+// if any. A refund or settle that Redis cannot take now is kept by the
+// core and made when Redis answers, within the grant's window (of a
+// quota: while its period is current).
 func (d Decision) Done(status int) {
 	p := d.p
 	if d.slot != nil {

@@ -8,10 +8,10 @@ import (
 )
 
 // prepared is what a policy needs for one rate, or for its concurrency
-// limit, made once: the limiter or semaphore options, the headers and
-// bodies, and the local fallback's share.
+// limit or quota, made once: the limiter or semaphore options, the headers
+// and bodies, and the local fallback's share.
 type prepared struct {
-	rate    core.Rate // a concurrency limit's in Permits
+	rate    core.Rate // a concurrency limit's or a quota's in Permits
 	share   core.Rate // that of one instance, for the local fallback
 	limOpts []core.LimiterOption
 	semOpts []core.SemaphoreOption
@@ -22,10 +22,15 @@ type prepared struct {
 func (p *Policy) prepare(r core.Rate) *prepared {
 	share := r
 	share.Permits = max((r.Permits+p.shares-1)/p.shares, 1)
-	prep := &prepared{rate: r, share: share, headers: newHeader(p.name, p.kind, r, p.style)}
-	if p.kind == kindConcurrency {
+	prep := &prepared{rate: r, share: share, headers: newHeader(p.name, p.kind, r, p.quota.Period, p.style)}
+	switch p.kind {
+	case kindConcurrency:
 		prep.semOpts = []core.SemaphoreOption{core.WithPermits(r.Permits), core.WithCallTimeout(p.timeout)}
-	} else {
+	case kindQuota:
+		q := p.quota
+		q.Limit = r.Permits // an override's
+		prep.limOpts = []core.LimiterOption{core.WithQuota(q), core.WithCallTimeout(p.timeout)}
+	default:
 		prep.limOpts = []core.LimiterOption{core.WithRate(r), core.WithCallTimeout(p.timeout)}
 	}
 	return prep

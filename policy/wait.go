@@ -12,8 +12,9 @@ import (
 // key take turns, first come first served; a request joins only when its
 // turn can come within its maximum wait, estimated from the exact retry
 // time of the first permit and the permits the waiters ahead of it need at
-// the limit's rate. A request that cannot get a permit in time is rejected
-// at once.
+// the limit's rate (of a quota, whose permits all come back at the
+// boundary: whether the next period's limit holds theirs and its own). A
+// request that cannot get a permit in time is rejected at once.
 type waits struct {
 	maxWait time.Duration
 	slots   chan struct{} // one per waiter of the policy
@@ -35,6 +36,12 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 	// The waiters ahead take the next permits: each needs about its cost's
 	// share of the interval.
 	fits := func(ahead int, left time.Duration) bool {
+		if p.kind == kindQuota {
+			// No pace to divide the period by: every permit comes back at
+			// the boundary, RetryAfter away, and the waiters ahead take
+			// theirs first.
+			return r.RetryAfter <= left && int64(ahead+1)*cost <= r.Rate.Permits
+		}
 		est := r.RetryAfter + time.Duration(ahead)*perPermit(r.Rate, cost)
 		return r.RetryAfter <= left && est <= left
 	}

@@ -114,6 +114,9 @@ type Limit struct {
 	// used), with a lease of Lease (0: the default).
 	Concurrency int64
 	Lease       time.Duration
+	// Quota, when not nil, makes the limit a quota per calendar period
+	// (policy.NewQuota; Rate is not used).
+	Quota *core.Quota
 }
 
 // Route is a route of an App with its own limits. Path uses {name} for
@@ -175,7 +178,7 @@ func (a App) Status(ctx context.Context, header func(string) string) int {
 
 // Policy builds the policy of l on a's Client, with the adapter's native
 // key, rate and cost functions where l asks for them. It panics if
-// policy.New fails.
+// policy.New, NewConcurrency or NewQuota fails.
 func (a App) Policy(l Limit) *policy.Policy {
 	var o []policy.Option
 	keys := l.Keys
@@ -238,12 +241,15 @@ func (a App) Policy(l Limit) *policy.Policy {
 		}
 	}
 	var p *policy.Policy
-	if l.Concurrency > 0 {
+	switch {
+	case l.Concurrency > 0:
 		if l.Lease > 0 {
 			o = append(o, policy.WithLease(l.Lease))
 		}
 		p = policy.MustNewConcurrency(a.Client, l.Name, l.Concurrency, o...)
-	} else {
+	case l.Quota != nil:
+		p = policy.MustNewQuota(a.Client, l.Name, *l.Quota, o...)
+	default:
 		p = policy.MustNew(a.Client, l.Name, l.Rate, o...)
 	}
 	if a.built != nil {

@@ -934,6 +934,7 @@ func run(t *testing.T, a Adapter, b backend) {
 	})
 
 	runConcurrency(t, a, b, app, failing)
+	runQuota(t, a, b, app, failing, stalls)
 
 	t.Run("user ids cannot collide with other users or policies", func(t *testing.T) {
 		t.Parallel()
