@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 
 	"github.com/redlimit/redlimit/keyfunc"
@@ -91,13 +90,19 @@ func ExampleIP() {
 	// 2001:db8:1:2::/64
 }
 
-func ExampleClientIP() {
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	addr, err := keyfunc.ClientIP("10.0.0.2:1234",
-		[]string{`for=198.51.100.9`, `for="[2001:db8::17]:4711";proto=https, for=10.0.0.1`},
-		trusted, "Forwarded")
-	fmt.Println(addr, err)
-	// Output: 2001:db8::17 <nil>
+func ExampleForwardedHeader() {
+	proxies, err := keyfunc.ParsePrefixes("10.0.0.0/8")
+	if err != nil {
+		panic(err)
+	}
+	key := keyfunc.IP(keyfunc.TrustProxies(proxies...), keyfunc.ForwardedHeader("Forwarded"))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.2:1234"
+	r.Header.Add("Forwarded", `for=198.51.100.9`)
+	r.Header.Add("Forwarded", `for="[2001:db8::17]:4711";proto=https, for=10.0.0.1`)
+	k, _ := key(httpRequest{r})
+	fmt.Println(k)
+	// Output: 2001:db8::/64
 }
 
 func ExampleAPIKey() {

@@ -69,16 +69,29 @@ func IPv6PrefixLen(bits int) IPOption {
 	return func(c *ipConfig) { c.v6bits = bits }
 }
 
-// IP returns a KeyFunc that uses the client's IP address, found by ClientIP
-// from the TCP peer and, when the peer is a trusted proxy, the forwarding
-// header. The key is the address masked to the configured prefix length, in
-// canonical form: "192.0.2.1" for IPv4 with the default /32,
-// "192.0.2.0/24" with IPv4PrefixLen(24), and "2001:db8:1:2::/64" for an
-// IPv6 client in 2001:db8:1:2::/64. Different prefixes always give
+// IP returns a KeyFunc that uses the client's IP address: the TCP peer
+// (Request.RemoteAddr), or, when the peer is a trusted proxy
+// (TrustProxies), the client that the forwarding header names
+// (ForwardedHeader). The key is the address masked to the configured
+// prefix length, in canonical form: "192.0.2.1" for IPv4 with the default
+// /32, "192.0.2.0/24" with IPv4PrefixLen(24), and "2001:db8:1:2::/64" for
+// an IPv6 client in 2001:db8:1:2::/64. Different prefixes always give
 // different keys.
 //
-// When the address cannot be determined, the KeyFunc fails with an error
-// wrapping ErrNoKey; it never falls back to a key shared by many clients.
+// The header's entries are walked from the right, skipping trusted
+// addresses, and the first untrusted address is the client; if all entries
+// are trusted, the client is the leftmost one, and if there are none, the
+// peer. Entries left of the client were written by the client or untrusted
+// proxies and are never parsed. An untrusted peer's header is ignored:
+// anyone can send one. For X-Real-IP, the last line of a trusted peer's
+// header is the client address, whatever it is. IPv4-mapped IPv6 addresses
+// count as IPv4, and zones are removed.
+//
+// When the address cannot be determined (an unparseable peer, or an entry
+// at the client position that cannot be parsed or lies beyond the 64
+// rightmost entries or the 8 KiB rightmost header bytes), the KeyFunc
+// fails with an error wrapping ErrNoKey; it never falls back to a key
+// shared by many clients.
 func IP(opts ...IPOption) KeyFunc {
 	c := &ipConfig{header: defaultForwardedHeader, v4bits: 32, v6bits: 64}
 	for _, o := range opts {
@@ -104,27 +117,12 @@ func IP(opts ...IPOption) KeyFunc {
 	}
 }
 
-// ClientIP returns the address of the client of a request that arrived from
-// peer ("host:port", "[v6]:port" or a bare address, as in RemoteAddr)
+// clientIP returns the address of the client of a request that arrived
+// from peer ("host:port", "[v6]:port" or a bare address, as in RemoteAddr)
 // carrying the values fwd (all lines, in order) of the forwarding header
 // named header ("" for X-Forwarded-For), given the prefixes of trusted
-// proxies. IP uses ClientIP; it is exported for callers that need the
-// address itself, such as for logging.
-//
-// If peer is not in a trusted prefix, the client is peer and fwd is ignored:
-// anyone can send a forwarding header. Otherwise the header entries are
-// walked from the right, skipping trusted addresses, and the first untrusted
-// address is the client; if all entries are trusted, the client is the
-// leftmost one, and if there are none, the peer. Entries left of the client
-// were written by the client or untrusted proxies and are never parsed. An
-// entry at the client position that cannot be parsed, or that lies beyond
-// the 64 rightmost entries or the 8 KiB rightmost header bytes, gives an
-// error wrapping ErrNoKey, as does an unparseable peer. For X-Real-IP, the
-// last line of a trusted peer's header is the client address, whatever it
-// is.
-//
-// IPv4-mapped IPv6 addresses are returned as IPv4, and zones are removed.
-func ClientIP(peer string, fwd []string, trusted []netip.Prefix, header string) (netip.Addr, error) {
+// proxies, as IP finds it.
+func clientIP(peer string, fwd []string, trusted []netip.Prefix, header string) (netip.Addr, error) {
 	p, ok := parseNode(peer, false)
 	if !ok {
 		return netip.Addr{}, errBadPeer

@@ -56,22 +56,14 @@ var outcomeNames = [numOutcomes]string{
 
 // String returns the outcome's name as a metric label: "allowed",
 // "denied", "waited_allowed", "error_served", "error_rejected",
-// "dry_run_denied", "fallback_allowed", "fallback_denied" or "shed".
+// "dry_run_denied", "fallback_allowed", "fallback_denied" or "shed"; and
+// "unknown" for any other value, so that the outcomes are those from 0 up
+// to the first unknown one.
 func (o Outcome) String() string {
 	if o < numOutcomes {
 		return outcomeNames[o]
 	}
 	return "unknown"
-}
-
-// Outcomes returns every outcome, in order: metrics can be created for all
-// of them up front.
-func Outcomes() []Outcome {
-	all := make([]Outcome, numOutcomes)
-	for i := range all {
-		all[i] = Outcome(i)
-	}
-	return all
 }
 
 // Decision is what one policy did with one request.

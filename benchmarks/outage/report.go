@@ -235,7 +235,7 @@ func (r *run) writeMarkdown(w io.Writer) {
 	row("decisions while Redis was down, by outcome (the metrics' `outcome` label)", func(p int) string {
 		m := r.outcomes(p, during[0], during[1])
 		var parts []string
-		for _, o := range observe.Outcomes() {
+		for o := observe.Outcome(0); o.String() != "unknown"; o++ { // every outcome, in order
 			if m[o] > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, m[o]))
 			}

@@ -107,7 +107,7 @@ func (o *Observer) options(policy string) *policyOptions {
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(attribute.String("policy", policy)))
 	p := &policyOptions{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
-	for _, oc := range observe.Outcomes() {
+	for oc := observe.Outcome(0); oc.String() != "unknown"; oc++ { // every outcome, in order
 		p.outcomes = append(p.outcomes, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("policy", policy), attribute.String("outcome", oc.String())))})
 	}

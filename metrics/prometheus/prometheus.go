@@ -121,7 +121,7 @@ func (o *Observer) metrics(policy string) *policyMetrics {
 		fallback: o.fallback.WithLabelValues(policy),
 		held:     o.held.WithLabelValues(policy),
 	}
-	for _, oc := range observe.Outcomes() {
+	for oc := observe.Outcome(0); oc.String() != "unknown"; oc++ { // every outcome, in order
 		m.outcomes[oc] = o.decisions.WithLabelValues(policy, oc.String())
 	}
 	actual, _ := o.policies.LoadOrStore(policy, m)

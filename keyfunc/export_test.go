@@ -1,0 +1,4 @@
+package keyfunc
+
+// ClientIP is clientIP, for the tests of the rules IP follows.
+var ClientIP = clientIP
