@@ -224,10 +224,13 @@ func (n *node) probe(key string, o *Outage) {
 }
 
 // answers reports whether Redis answered a round trip ended after start,
-// or answers a read of l's key now, within roundTripGrace, or answered any
-// other round trip meanwhile: a round trip that waited past its grace may
-// have been this process's, starved of CPU (a reply read after its
-// deadline is lost, however soon it came), and not Redis's.
+// or answers a PING on a connection of its own now, within roundTripGrace:
+// a round trip that waited past its grace may have been this process's,
+// starved of CPU or waiting for a connection of the go-redis pool, and not
+// Redis's. The PING waits in no pool, and a reply that came in time counts
+// however late this process reads it; an error counts too (a server that
+// wants AUTH answers all the same). Where the go-redis client has no
+// server of its own to dial (a Ring), a read of l's key stands in.
 func (b *batcher) answers(start time.Time, l *Limiter) bool {
 	n := b.node.Load()
 	if n.lastOK.Load() > start.UnixNano() {
@@ -235,7 +238,41 @@ func (b *batcher) answers(start time.Time, l *Limiter) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), roundTripGrace)
 	defer cancel()
-	return b.c.rdb.Exists(ctx, l.keys[0]).Err() == nil || n.lastOK.Load() > start.UnixNano()
+	var ok bool
+	if dial := b.c.dialerOf(ctx, l); dial != nil {
+		ok = pings(ctx, dial)
+	} else {
+		ok = b.c.rdb.Exists(ctx, l.keys[0]).Err() == nil
+	}
+	return ok || n.lastOK.Load() > start.UnixNano()
+}
+
+// pings reports whether the server that dial reaches answers a PING on a
+// new connection within roundTripGrace of sending it, or whether this
+// process could not tell: a dial that timed out when this goroutine woke
+// well after its deadline says only that the process was starved (a
+// server that does not read still has its connections accepted).
+func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool {
+	asked := time.Now()
+	conn, err := dial(ctx)
+	if err != nil {
+		return slowDial(err) && time.Since(asked) > roundTripGrace+lateWake
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return false
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(roundTripGrace))
+	var buf [64]byte
+	n, err := conn.Read(buf[:])
+	var ne net.Error
+	if n == 0 && errors.As(err, &ne) && ne.Timeout() {
+		// The deadline woke this goroutine; a reply that came before it
+		// may wait in the socket still, unread.
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		n, _ = conn.Read(buf[:])
+	}
+	return n > 0
 }
 
 // unavailable returns err wrapped in ErrUnavailable when it says that Redis
@@ -510,6 +547,33 @@ func (c *Client) addrOf(ctx context.Context, l *Limiter) (network, addr string) 
 		}
 	}
 	return "", ""
+}
+
+// lateWake is how much later than its deadline a goroutine may learn that
+// a dial failed before that says this process was starved of CPU: a timer
+// of a process that runs fires within a few milliseconds.
+const lateWake = 100 * time.Millisecond
+
+// dialerOf returns a dial of a new connection to the Redis that serves
+// l's keys, as the go-redis client dials it (TLS, a Sentinel's master), or
+// nil when the go-redis client has no single server for them.
+func (c *Client) dialerOf(ctx context.Context, l *Limiter) func(context.Context) (net.Conn, error) {
+	var o *redis.Options
+	switch r := c.rdb.(type) {
+	case *redis.Client:
+		o = r.Options()
+	case *redis.ClusterClient:
+		n, err := r.MasterForKey(ctx, l.keys[0])
+		if err != nil {
+			return nil
+		}
+		o = n.Options()
+	}
+	if o == nil || o.Dialer == nil {
+		return nil
+	}
+	network := cmpNetwork(o.Network)
+	return func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, network, o.Addr) }
 }
 
 // cmpNetwork returns network, or "tcp", go-redis's default.
