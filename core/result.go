@@ -87,6 +87,17 @@ const (
 // IsZero reports whether g identifies no grant.
 func (g Grant) IsZero() bool { return g.member == "" }
 
+// Time returns when the acquire that asked for g was made, by the local
+// clock, to the millisecond: the time Limiter.Charge writes g at, at which
+// a caller that grants it by other means decides (the zero Time for the
+// zero Grant).
+func (g Grant) Time() time.Time {
+	if g.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMilli(g.at)
+}
+
 // newMember returns the log member of one acquire: Redisson's 21-byte
 // layout, the byte 0x10, a random 16-byte id, then the permits as a
 // little-endian uint32. The id also makes the acquire idempotent: a resent

@@ -69,7 +69,13 @@ func (f *fallback) failed(p *Policy, err error) {
 	}()
 }
 
-// take decides permits on limiter name at rate r, in memory.
-func (f *fallback) take(name string, r core.Rate, permits int64) core.Result {
-	return f.limiter.Take(name, r, permits, time.Now())
+// take decides permits on limiter name at rate r, in memory, as at the
+// time of grant g, at which Limiter.Charge writes it into Redis's log: the
+// windows of Redis's log then count no more than those of the fallback.
+func (f *fallback) take(name string, r core.Rate, permits int64, g core.Grant) core.Result {
+	at := g.Time()
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return f.limiter.Take(name, r, permits, at)
 }

@@ -1,12 +1,14 @@
 package policy
 
 import (
+	"context"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -143,4 +145,29 @@ func liveHeap() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// The fallback decides a grant as at the time of its call, which is when
+// Limiter.Charge writes it into Redis's log: two calls made within one
+// interval get one grant between them, however late the second is decided
+// (a busy process decides a call that got no answer long after it).
+func TestFallbackDecidesAtTheCallsTime(t *testing.T) {
+	c, err := core.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	require.NoError(t, err)
+	r := core.Rate{Permits: 1, Interval: 200 * time.Millisecond}
+	l := c.Limiter("k", core.WithRate(r))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no call is sent: each Result holds its call's grant
+	first, err := l.TryAcquire(ctx, 1)
+	require.Error(t, err)
+	second, err := l.TryAcquire(ctx, 1)
+	require.Error(t, err)
+	require.Less(t, second.Grant.Time().Sub(first.Grant.Time()), r.Interval)
+
+	f := newFallback(10)
+	assert.True(t, f.take("k", r, 1, first.Grant).Allowed)
+	time.Sleep(r.Interval + r.Interval/4) // the second is decided a window later
+	assert.False(t, f.take("k", r, 1, second.Grant).Allowed,
+		"the log would hold both grants in one window")
+	assert.True(t, f.take("k", r, 1, core.Grant{}).Allowed, "without a grant, as at now")
 }

@@ -446,7 +446,7 @@ type rateClaim struct {
 // of the rate; a grant, made under g, is charged to the core, which writes
 // it into Redis's log once Redis answers.
 func (c rateClaim) local(d *Decision) core.Result {
-	r := d.p.fallback.take(d.name, d.prep.share, d.cost)
+	r := d.p.fallback.take(d.name, d.prep.share, d.cost, c.g)
 	if r.Allowed {
 		r.Grant = c.g
 		c.l.Charge(c.g)
