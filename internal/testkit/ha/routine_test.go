@@ -163,7 +163,8 @@ func runLoad(procs []*proc, users []string, stop <-chan struct{}) *sync.WaitGrou
 // the rate plus the fallbacks' grants in it, and the worst window's count
 // over its bound. A grant is counted in the window that starts with grant
 // i only when it certainly lies in it: its answer came less than an
-// interval after grant i was asked for (so this process's stalls can only
+// interval after the millisecond grant i was asked in (Redis's log counts
+// whole milliseconds; so this process's stalls can only
 // hide an excess, never make one up); the fallbacks' grants that may lie
 // in it raise its bound.
 func overLimit(procs []*proc, users []string) (over []string, worst string) {
@@ -178,7 +179,9 @@ func overLimit(procs []*proc, users []string) (over []string, worst string) {
 		}
 		slices.SortFunc(gs, func(a, b served) int { return a.sent.Compare(b.sent) })
 		for i, gi := range gs {
-			end := gi.sent.Add(routineRate.Interval)
+			// Redis logs a grant to the millisecond, rounded down: grant i
+			// lies at or after the millisecond it was asked in.
+			end := time.UnixMilli(gi.sent.UnixMilli()).Add(routineRate.Interval)
 			certain, bound := 0, int(routineRate.Permits)
 			for _, gj := range gs[i:] {
 				if gj.sent.After(gi.received.Add(routineRate.Interval)) {
