@@ -1,7 +1,8 @@
 // Command benchmarks measures redlimit against its peer libraries on a
-// redis-server of its own and writes results.md and chart.svg:
+// redis-server of its own and writes results.md and chart.svg (scenarios a
+// to g and s), and http.md and http.svg (scenario h):
 //
-//	go run . [-duration 1s] [-warmup 250ms] [-reps 3] [-only abcdefgs] [-out results]
+//	go run . [-duration 200ms] [-warmup 100ms] [-samples 10] [-only abcdefghs] [-out results]
 //
 // See README.md for the scenarios and the columns.
 package main
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -29,23 +31,24 @@ import (
 )
 
 func main() {
-	duration := flag.Duration("duration", time.Second, "measured time of each run (scenario d: a quarter of it; s: at most 300ms)")
-	reps := flag.Int("reps", 3, "runs of each measurement: the median run is reported")
-	warmup := flag.Duration("warmup", 250*time.Millisecond, "unmeasured time before each run (scenario d: half of it; s: at most 100ms)")
-	out := flag.String("out", "results", "directory of results.md and chart.svg")
-	only := flag.String("only", "abcdefgs", "the scenarios to run, by letter (s: the cost of a script call)")
+	duration := flag.Duration("duration", 200*time.Millisecond, "measured time of each run (scenario d: a quarter of it; s: at most 300ms)")
+	samples := flag.Int("samples", 10, "runs of each measurement, in turns with the other libraries: each figure is their median, "+
+		"with a confidence interval from 6 runs and significance tests from 4")
+	warmup := flag.Duration("warmup", 100*time.Millisecond, "unmeasured time before each run (scenario d: half of it; s: at most 100ms)")
+	out := flag.String("out", "results", "directory of the reports and charts")
+	only := flag.String("only", "abcdefghs", "the scenarios to run, by letter (h: the middleware through HTTP; s: the cost of a script call)")
 	flag.Parse()
 	selected = *only
-	if *duration <= 0 || *warmup <= 0 || *reps <= 0 {
-		log.Fatal("-duration, -warmup and -reps must be positive")
+	if *duration <= 0 || *warmup <= 0 || *samples <= 0 {
+		log.Fatal("-duration, -warmup and -samples must be positive")
 	}
-	if err := run(*duration, *warmup, *reps, *out); err != nil {
+	if err := run(*duration, *warmup, *samples, *out); err != nil {
 		log.Printf("benchmarks: %v", err)
 		os.Exit(1)
 	}
 }
 
-func run(duration, warmup time.Duration, reps int, out string) error {
+func run(duration, warmup time.Duration, samples int, out string) error {
 	start := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -63,10 +66,10 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 	}
 	log.Printf("redis-server %s on %s", version["Server"]["redis_version"], srv.Addr)
 
-	h := &harness{addr: srv.Addr, admin: admin, warmup: warmup, duration: duration, reps: reps}
-	// Scenario d measures 3 limits x 6 libraries x 3 caller counts, each a
-	// median of reps runs: a quarter of the duration keeps the whole run
-	// within about 12 minutes at 1 s. Its denials need little warm-up.
+	h := &harness{addr: srv.Addr, admin: admin, warmup: warmup, duration: duration, samples: samples}
+	// Scenario d measures 3 limits x 6 libraries x 3 caller counts, each
+	// over samples runs: a quarter of the duration keeps it short. Its
+	// denials need little warm-up.
 	hd := *h
 	hd.duration, hd.warmup = duration/4, warmup/2
 	// Scenario s reads a per-call average over tens of thousands of calls:
@@ -76,9 +79,10 @@ func run(duration, warmup time.Duration, reps int, out string) error {
 
 	rep := &report{Env: fmt.Sprintf("%s, %s/%s, %d CPUs (GOMAXPROCS %d, go-redis default PoolSize %d), %s, redis-server %s. "+
 		"Each run: %v warm-up, %v measured (scenario d: %v and %v; s: %v and %v); "+
-		"every timed figure is the median of %d runs, taken in turns with the other libraries.",
+		"every figure is over %d runs, taken in turns with the other libraries.",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), defaultPoolSize(), host.CPUModel(),
-		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, hs.warmup, hs.duration, reps)}
+		version["Server"]["redis_version"], warmup, duration, hd.warmup, hd.duration, hs.warmup, hs.duration, samples),
+		Samples: samples}
 	if newMemoryRedis == nil {
 		rep.Notes = append(rep.Notes, "Scenario e's memory-core variant did not run: package internal/memredis "+
 			"was not present when this binary was built (see memcore.go).")
@@ -146,6 +150,13 @@ func measureAll(ctx context.Context, h, hd, hs *harness, rep *report) error {
 			return err
 		}
 	}
+	if wanted("h") {
+		rows, err := h.runH(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -155,24 +166,43 @@ var selected string
 // wanted reports whether scenario id is to run.
 func wanted(id string) bool { return strings.Contains(selected, id) }
 
-// write writes results.md and chart.svg into dir, and the report to stdout.
+// write writes into dir results.md and chart.svg when a scenario of them
+// ran, and http.md and http.svg when scenario h did, and the reports to
+// stdout. A run of scenario h alone leaves results.md as it was, and the
+// other way round.
 func write(rep *report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var md, svg bytes.Buffer
-	if err := rep.writeMarkdown(&md); err != nil {
-		return err
+	type output struct {
+		md, svg  string
+		writeMD  func(io.Writer) error
+		writeSVG func(io.Writer) error
 	}
-	if err := rep.writeSVG(&svg); err != nil {
-		return err
+	var outs []output
+	if strings.ContainsAny(selected, "abcdefgs") {
+		outs = append(outs, output{"results.md", "chart.svg", rep.writeMarkdown, rep.writeSVG})
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.md"), md.Bytes(), 0o644); err != nil {
-		return err
+	if wanted("h") {
+		outs = append(outs, output{"http.md", "http.svg", rep.writeHTTPMarkdown, rep.writeHTTPSVG})
 	}
-	if err := os.WriteFile(filepath.Join(dir, "chart.svg"), svg.Bytes(), 0o644); err != nil {
-		return err
+	for _, o := range outs {
+		var md, svg bytes.Buffer
+		if err := o.writeMD(&md); err != nil {
+			return err
+		}
+		if err := o.writeSVG(&svg); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, o.md), md.Bytes(), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, o.svg), svg.Bytes(), 0o644); err != nil {
+			return err
+		}
+		if _, err := os.Stdout.Write(md.Bytes()); err != nil {
+			return err
+		}
 	}
-	_, err := os.Stdout.Write(md.Bytes())
-	return err
+	return nil
 }

@@ -22,16 +22,17 @@ type harness struct {
 	admin    *redis.Client // the harness's own connection: FLUSHALL, CONFIG, INFO
 	warmup   time.Duration
 	duration time.Duration
-	reps     int // measurements of each point; the median is reported
+	samples  int // runs of each point: every figure is their median, with its interval
 }
 
-// inTurns measures k contenders h.reps times, taking turns, so that a
-// change in the machine's background load does not fall on one of them,
-// and returns each one's median run, in order, with the errors of its
-// other runs. measure(i) measures contender i once.
+// inTurns measures k contenders h.samples times, taking turns run by run,
+// so that a drift in the machine's background load falls on all of them
+// alike, and returns each one's runs (Runs) in a row that is its median
+// run, in order, with the errors of its other runs. measure(i) measures
+// contender i once.
 func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error) {
 	runs := make([][]row, k)
-	for range h.reps {
+	for range h.samples {
 		for i := range k {
 			r, err := measure(i)
 			if err != nil {
@@ -43,7 +44,9 @@ func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error
 	rows := make([]row, k)
 	for i, rs := range runs {
 		rows[i] = medianRun(rs)
-		for _, r := range rs {
+		rows[i].Runs = make([]sample, len(rs))
+		for j, r := range rs {
+			rows[i].Runs[j] = r.sample
 			rows[i].OtherErrors += r.Errors
 		}
 		rows[i].OtherErrors -= rows[i].Errors
@@ -53,7 +56,8 @@ func (h *harness) inTurns(k int, measure func(i int) (row, error)) ([]row, error
 
 // medianRun returns the median measurement of rs, which are the
 // repetitions of one point: by decisions/s, or in scenario s by Redis's
-// time per script call.
+// time per script call (of an even number, the upper of the middle two).
+// The columns without an interval are its figures.
 func medianRun(rs []row) row {
 	sorted := slices.Clone(rs)
 	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rank(), b.rank()) })

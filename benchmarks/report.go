@@ -28,11 +28,12 @@ var libraryNames = slices.Concat(redlimitNames, peerNames, []string{libFloor})
 
 // report is the outcome of a whole run.
 type report struct {
-	Env    string        // machine, versions and settings, one line
-	Total  time.Duration // wall time of the run
-	Rows   []row
-	Memory []memRow
-	Notes  []string
+	Env     string        // machine, versions and settings, one line
+	Total   time.Duration // wall time of the run
+	Samples int           // runs of each point
+	Rows    []row
+	Memory  []memRow
+	Notes   []string
 }
 
 // scenarioTitles describes each scenario in one line.
@@ -44,6 +45,7 @@ var scenarioTitles = map[string]string{
 	"e": "end to end: in-process GET / through each framework, bare and with the redlimit middleware",
 	"f": "new keys: every decision is the first of its key",
 	"g": "hot key, allowed: one key at 1 000 000 000 permits per minute, hit by every caller",
+	"h": "each library's own middleware through HTTP",
 	"s": "Redis time per script call (µs)",
 }
 
@@ -57,8 +59,8 @@ func (r *report) find(scenario, cs, lib string, callers int) (row, bool) {
 	return row{}, false
 }
 
-// peers returns the peers measured in scenario and case at callers, and
-// the one with the most decisions per second first.
+// peers returns the peers measured in scenario and case at callers, the
+// one with the most decisions per second (median) first.
 func (r *report) peers(scenario, cs string, callers int) []row {
 	var out []row
 	for _, name := range peerNames {
@@ -66,7 +68,7 @@ func (r *report) peers(scenario, cs string, callers int) []row {
 			out = append(out, x)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(b.rate(), a.rate()) })
+	slices.SortStableFunc(out, func(a, b row) int { return cmp.Compare(b.median(byRate), a.median(byRate)) })
 	return out
 }
 
@@ -86,7 +88,8 @@ func erred(xs ...row) string {
 }
 
 // versusPeers compares each redlimit variant measured in scenario and case
-// at 64 callers with the fastest peer, in decisions/s.
+// at 64 callers with the fastest peer, in decisions/s: the ratio of the
+// medians, "~" when the runs do not differ significantly.
 func (r *report) versusPeers(scenario, cs string) string {
 	peers := r.peers(scenario, cs, 64)
 	if len(peers) == 0 {
@@ -105,12 +108,13 @@ func (r *report) versusPeers(scenario, cs string) string {
 		case lib == libRedlimit && erred(ours) != "":
 			parts = append(parts, erred(ours))
 		case lib == libRedlimit:
-			parts = append(parts, fmt.Sprintf("**%s** (%s %s/s vs %s %s/s)", ratio(ours.rate(), peer.rate()),
-				lib, count(ours.rate()), peer.Library, count(peer.rate())))
+			parts = append(parts, fmt.Sprintf("%s: %s %s/s vs %s %s/s", versus(ours.values(byRate), peer.values(byRate)),
+				lib, ours.dist(byRate).format(count), peer.Library, peer.dist(byRate).format(count)))
 		case erred(ours) != "":
 			parts = append(parts, lib+": "+erred(ours))
 		default:
-			parts = append(parts, fmt.Sprintf("%s: %s (%s/s)", lib, ratio(ours.rate(), peer.rate()), count(ours.rate())))
+			parts = append(parts, fmt.Sprintf("%s: %s, %s/s", lib, plain(versus(ours.values(byRate), peer.values(byRate))),
+				ours.dist(byRate).format(count)))
 		}
 	}
 	return orMissing(strings.Join(parts, "; "))
@@ -118,7 +122,7 @@ func (r *report) versusPeers(scenario, cs string) string {
 
 // capacity lists, for each library of scenario and case at 64 callers, the
 // decisions per second one Redis core could serve: 1e6 ÷ Redis CPU µs per
-// decision.
+// decision, its median over the runs and interval.
 func (r *report) capacity(scenario, cs string) string {
 	var parts []string
 	for _, lib := range libraryNames {
@@ -129,12 +133,12 @@ func (r *report) capacity(scenario, cs string) string {
 		v := erred(x)
 		switch {
 		case v != "":
-		case x.Redis == nil || x.Redis.CPU <= 0:
+		case len(x.values(byCapacity)) == 0:
 			v = "–"
 		case lib == libRedlimit:
-			v = "**" + count(1e6/x.Redis.CPU) + "**"
+			v = "**" + x.dist(byCapacity).format(count) + "**"
 		default:
-			v = count(1e6 / x.Redis.CPU)
+			v = x.dist(byCapacity).format(count)
 		}
 		parts = append(parts, lib+" "+v)
 	}
@@ -147,15 +151,15 @@ func (r *report) scriptRatio(a, b row) string {
 	if e := erred(a, b); e != "" {
 		return e
 	}
-	s := fmt.Sprintf("**%s** (%s µs vs %s µs", ratio(a.perScriptDecision(), b.perScriptDecision()),
-		fixed(a.perScriptDecision(), 2), fixed(b.perScriptDecision(), 2))
+	s := fmt.Sprintf("%s: %s µs vs %s µs", versus(a.values(byScript), b.values(byScript)),
+		a.dist(byScript).format(fixed2), b.dist(byScript).format(fixed2))
 	oneA, okA := r.returnOne(a.Case)
 	oneB, okB := r.returnOne(b.Case)
 	if okA && okB && erred(oneA, oneB) == "" {
-		s += fmt.Sprintf("; beyond return 1 called the same way: %s µs vs %s µs",
-			fixed(a.perScriptDecision()-oneA.perScriptDecision(), 2), fixed(b.perScriptDecision()-oneB.perScriptDecision(), 2))
+		s += fmt.Sprintf("; beyond return 1 called the same way (medians): %s µs vs %s µs",
+			fixed(a.median(byScript)-oneA.median(byScript), 2), fixed(b.median(byScript)-oneB.median(byScript), 2))
 	}
-	return s + ")"
+	return s
 }
 
 // targets returns the ratios the project reports, as (what, figure) pairs.
@@ -189,8 +193,8 @@ func (r *report) targets() [][]string {
 	if ok1 && ok2 && ours.Redis != nil && peer.Redis != nil {
 		fig = erred(ours, peer)
 		if fig == "" {
-			fig = fmt.Sprintf("**%s** (%s µs vs %s µs)", ratio(ours.Redis.Script, peer.Redis.Script),
-				fixed(ours.Redis.Script, 2), fixed(peer.Redis.Script, 2))
+			fig = fmt.Sprintf("%s: %s µs vs %s µs", versus(ours.values(byScriptTime), peer.values(byScriptTime)),
+				ours.dist(byScriptTime).format(fixed2), peer.dist(byScriptTime).format(fixed2))
 		}
 	}
 	add("Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×)", fig)
@@ -227,7 +231,7 @@ func (r *report) targets() [][]string {
 	floor, ok2 := r.find("a", poolDefault, libFloor, 1)
 	if ok1 && ok2 {
 		if fig = erred(ours, floor); fig == "" {
-			fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(ours.P50), float64(floor.P50)), micros(ours.P50), micros(floor.P50))
+			fig = fmt.Sprintf("%s: %s vs %s", versus(ours.values(byP50), floor.values(byP50)), microsDist(ours.dist(byP50)), microsDist(floor.dist(byP50)))
 		}
 	}
 	add("One caller p50 (a, default pool): redlimit ÷ floor", fig)
@@ -238,7 +242,7 @@ func (r *report) targets() [][]string {
 		small, ok2 := r.find("d", bigCase(0), lib, 1)
 		if ok1 && ok2 {
 			if fig = erred(big, small); fig == "" {
-				fig = fmt.Sprintf("**%s** (%s vs %s)", ratio(float64(big.P50), float64(small.P50)), micros(big.P50), micros(small.P50))
+				fig = fmt.Sprintf("%s: %s vs %s", versus(big.values(byP50), small.values(byP50)), microsDist(big.dist(byP50)), microsDist(small.dist(byP50)))
 			}
 		}
 		add(fmt.Sprintf("p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: %s", lib), fig)
@@ -268,8 +272,14 @@ func (r *report) afterDecision() string {
 		if e := erred(x); e != "" {
 			parts = append(parts, "acquire: "+e)
 		} else if x.Redis != nil && x.Redis.ScriptCalls > 0 {
+			perCall := x.values(func(y row) float64 {
+				if y.Redis == nil || y.Redis.ScriptCalls == 0 {
+					return math.NaN()
+				}
+				return y.Redis.Script / y.Redis.ScriptCalls
+			})
 			parts = append(parts, fmt.Sprintf("acquire **%s µs** per decision (%s µs per script call)",
-				fixed(x.perScriptDecision(), 2), fixed(x.Redis.Script/x.Redis.ScriptCalls, 2)))
+				x.dist(byScript).format(fixed2), summarize(perCall).format(fixed2)))
 		}
 	}
 	for _, c := range []struct{ lib, what string }{
@@ -281,7 +291,7 @@ func (r *report) afterDecision() string {
 		case erred(x) != "":
 			parts = append(parts, c.what+": "+erred(x))
 		case x.Redis != nil && x.Redis.ScriptCalls > 0:
-			parts = append(parts, fmt.Sprintf("%s **%s µs**", c.what, fixed(x.perScriptDecision(), 2)))
+			parts = append(parts, fmt.Sprintf("%s **%s µs**", c.what, x.dist(byScript).format(fixed2)))
 		}
 	}
 	return orMissing(strings.Join(parts, "; "))
@@ -298,8 +308,8 @@ func (r *report) optionCost(fw, v string) string {
 	if e := erred(base, with); e != "" {
 		return e
 	}
-	mean := 1e6/with.rate() - 1e6/base.rate()
-	return fmt.Sprintf("**%s µs**, **%s µs p50**, **%s allocs**", signed(mean), signed(float64(with.P50-base.P50)/1e3), signed(with.Allocs-base.Allocs))
+	return fmt.Sprintf("%s, %s p50, **%s allocs**", delta(with.values(byMean), base.values(byMean), " µs"),
+		delta(with.values(byP50Micros), base.values(byP50Micros), " µs"), signed(with.median(byAllocs)-base.median(byAllocs)))
 }
 
 // overhead is the cost of the middleware variant v over the bare framework
@@ -317,17 +327,22 @@ func (r *report) overhead(fw, v string) string {
 	if e := erred(bare, mw); e != "" {
 		return e
 	}
-	mean := 1e6/mw.rate() - 1e6/bare.rate()
-	s := fmt.Sprintf("**%s µs**, %s µs, **%s allocs**", signed(mean), signed(float64(mw.P50-bare.P50)/1e3), signed(mw.Allocs-bare.Allocs))
+	// The parts beyond a core decision subtract medians: a difference of
+	// differences, with no test of its own.
+	mean := mw.median(byMean) - bare.median(byMean)
+	p50 := mw.median(byP50Micros) - bare.median(byP50Micros)
+	allocs := mw.median(byAllocs) - bare.median(byAllocs)
+	s := fmt.Sprintf("%s, %s, **%s allocs**", delta(mw.values(byMean), bare.values(byMean), " µs"),
+		delta(mw.values(byP50Micros), bare.values(byP50Micros), " µs"), signed(allocs))
 	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory && !core.failed() {
 		s += fmt.Sprintf("; the adapter's own part, beyond the core decision alone (%s µs mean, %s µs p50, %s allocs): "+
 			"%s µs mean, **%s µs p50**, **%s allocs**",
-			fixed(1e6/core.rate(), 2), fixed(float64(core.P50)/1e3, 2), fixed(core.Allocs, 1),
-			signed(mean-1e6/core.rate()), signed(float64(mw.P50-bare.P50-core.P50)/1e3), signed(mw.Allocs-bare.Allocs-core.Allocs))
+			fixed(core.median(byMean), 2), fixed(core.median(byP50Micros), 2), fixed(core.median(byAllocs), 1),
+			signed(mean-core.median(byMean)), signed(p50-core.median(byP50Micros)), signed(allocs-core.median(byAllocs)))
 	}
 	if core, ok := r.find("a", poolDefault, libRedlimit, 1); ok && v == variantRedis && !core.failed() {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
-			fixed(1e6/core.rate(), 1), fixed(core.Allocs, 1), signed(mean-1e6/core.rate()), signed(mw.Allocs-bare.Allocs-core.Allocs))
+			fixed(core.median(byMean), 1), fixed(core.median(byAllocs), 1), signed(mean-core.median(byMean)), signed(allocs-core.median(byAllocs)))
 	}
 	return s
 }
@@ -384,6 +399,9 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(b, "# redlimit benchmarks\n\n%s\n\nTotal run time: %s.\n\n", r.Env, r.Total.Round(time.Second))
 	b.WriteString("Client and Redis share this machine's cores: the figures are ratios for this machine, not absolutes. " +
 		"See README.md for what each scenario and column means.\n\n")
+	b.WriteString(intervalNote(r.Samples) + " In the tables, allocations are the median of the runs, and the other " +
+		"columns without an interval (Redis's figures, allowed) those of the point's median run by decisions/s " +
+		"(in s, by script time; of an even number of runs, the upper of the middle two).\n\n")
 
 	b.WriteString("## Targets\n\n")
 	table(b, []string{"target", "figure"}, r.targets())
@@ -434,7 +452,7 @@ func (r *report) writeMarkdown(w io.Writer) error {
 			case erred(big, small) != "":
 				line = append(line, "n/a (errors)")
 			default:
-				line = append(line, ratio(float64(big.P50), float64(small.P50)))
+				line = append(line, plain(versus(big.values(byP50), small.values(byP50))))
 			}
 		}
 		ratios = append(ratios, line)
@@ -514,8 +532,8 @@ func (r *report) requestTable(b *strings.Builder) {
 	for _, x := range r.sorted("e") {
 		dp50, dallocs := "–", "–"
 		if bare, ok := r.find("e", x.Case, variantBare, x.Callers); ok && x.Library != variantBare && erred(x, bare) == "" {
-			dp50 = signed(float64(x.P50-bare.P50)/1e3) + " µs"
-			dallocs = signed(x.Allocs - bare.Allocs)
+			dp50 = plain(delta(x.values(byP50Micros), bare.values(byP50Micros), " µs"))
+			dallocs = signed(x.median(byAllocs) - bare.median(byAllocs))
 		}
 		line := append([]string{x.Case, x.Library, strconv.Itoa(x.Callers)}, clientCells(x)...)
 		line = append(line, redisCells(x)...)
@@ -531,26 +549,26 @@ func (r *report) scriptTable(b *strings.Builder) {
 	straight, okS := r.find("s", casePipelines, scriptStraight, scriptPipeliners)
 	var lines [][]string
 	for _, x := range r.sorted("s") {
-		decisions, calls, per, cpu, beyond, versus := "–", "–", "–", "–", "–", "–"
+		decisions, calls, per, cpu, beyond, vs := "–", "–", "–", "–", "–", "–"
 		if x.Redis != nil && x.Redis.ScriptCalls > 0 {
 			decisions, calls, cpu = count(float64(x.Decisions)), fixed(x.Redis.ScriptCalls, 2), fixed(x.Redis.CPU, 2)
 			if x.Case == casePipelines {
 				decisions, calls = count(x.Redis.ScriptCalls*float64(x.Decisions)), "1.00"
 				cpu = fixed(x.Redis.CPU/x.Redis.ScriptCalls, 2)
 			}
-			per = fixed(x.perScriptDecision(), 2)
+			per = x.dist(byScript).format(fixed2)
 			if one, ok := r.returnOne(x.Case); ok && erred(x, one) == "" {
-				beyond = signed2(x.perScriptDecision() - one.perScriptDecision())
+				beyond = signed2(x.median(byScript) - one.median(byScript))
 			}
-			if okS && erred(x, straight) == "" {
-				versus = ratio(x.perScriptDecision(), straight.perScriptDecision())
+			if okS && erred(x, straight) == "" && x.Library != scriptStraight {
+				vs = plain(versus(x.values(byScript), straight.values(byScript)))
 			}
 		}
 		name := x.Library
 		if x.Library == libRedlimit {
 			name = "redlimit's acquire"
 		}
-		lines = append(lines, []string{name, x.Case, decisions, calls, per, beyond, versus, cpu, errorCell(x)})
+		lines = append(lines, []string{name, x.Case, decisions, calls, per, beyond, vs, cpu, errorCell(x)})
 	}
 	table(b, head, lines)
 }
@@ -595,13 +613,14 @@ func commandMix(x row) string {
 	return strings.Join(parts, ", ")
 }
 
-// clientCells returns decisions/s, p50, p99 and allocations per decision,
-// or dashes where no call succeeded.
+// clientCells returns decisions/s, p50 and p99 with their intervals, and
+// allocations per decision (the median), or dashes where no call
+// succeeded.
 func clientCells(x row) []string {
 	if x.Decisions == 0 {
 		return []string{"0", "–", "–", "–"}
 	}
-	return []string{count(x.rate()), micros(x.P50), micros(x.P99), fixed(x.Allocs, 1)}
+	return []string{x.dist(byRate).format(count), microsDist(x.dist(byP50)), microsDist(x.dist(byP99)), fixed(x.median(byAllocs), 1)}
 }
 
 // redisCells returns the Redis columns of a row, or dashes. The script
@@ -660,10 +679,18 @@ func count(v float64) string {
 	return string(out)
 }
 
-// micros formats a duration in microseconds.
-func micros(d time.Duration) string {
-	return fixed(float64(d)/1e3, 1) + " µs"
+// microsDist formats a dist of durations in nanoseconds in microseconds:
+// "148.4 [140.2, 160.3] µs".
+func microsDist(d dist) string {
+	return d.scaled(1e-3).format(fixed1) + " µs"
 }
+
+// fixed1 and fixed2 format v with one and two decimals.
+func fixed1(v float64) string { return fixed(v, 1) }
+func fixed2(v float64) string { return fixed(v, 2) }
+
+// plain is s without its bold.
+func plain(s string) string { return strings.ReplaceAll(s, "**", "") }
 
 // fixed formats v with prec decimals.
 func fixed(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }

@@ -6,21 +6,29 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
+// fakeRuns is the number of runs of each point of fakeReport: the fewest
+// that give a 95% interval, the smallest and the largest run.
+const fakeRuns = 6
+
 // fakeReport has rows for every scenario at known rates and Redis costs,
 // and no Redis behind it. In g, ulule/limiter's run at 64 callers returned
 // errors; in f, other runs of httprate-redis at 64 callers did.
 func fakeReport() *report {
-	r := &report{Env: "test machine", Total: time.Minute}
+	r := &report{Env: "test machine", Total: time.Minute, Samples: fakeRuns}
 	rates := map[string]float64{
 		libRedlimit: 20_000, libRedlimitNoCoalesce: 12_000, libRedlimitNoCache: 15_000, libRedisRate: 40_000,
 		libUlule: 30_000, libHTTPRate: 8_000, libFloor: 50_000,
 	}
+	// Each point has fakeRuns runs, its rate and latencies spread by ±2.5%
+	// around the given ones, which are their medians; the runs share one
+	// Redis cost.
 	add := func(scenario, cs, lib string, callers int, rate float64, p50 time.Duration, allocs float64, redis bool) *row {
 		s := sample{Decisions: int64(rate), Allowed: int64(rate) / 2, Elapsed: time.Second, P50: p50, P99: 2 * p50, Allocs: allocs}
 		if redis {
@@ -30,7 +38,15 @@ func fakeReport() *report {
 				s.Redis.Script, s.Redis.ScriptCalls, s.Redis.CmdTime = 0, 0, 5
 			}
 		}
-		r.Rows = append(r.Rows, row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s})
+		x := row{Scenario: scenario, Case: cs, Library: lib, Callers: callers, sample: s}
+		for i := range fakeRuns {
+			f := 1 + (float64(i)-2.5)/100
+			run := s
+			run.Decisions, run.Allowed = int64(math.Round(rate*f)), int64(math.Round(rate*f))/2
+			run.P50, run.P99 = time.Duration(float64(p50)*f), time.Duration(float64(2*p50)*f)
+			x.Runs = append(x.Runs, run)
+		}
+		r.Rows = append(r.Rows, x)
 		return &r.Rows[len(r.Rows)-1]
 	}
 	for _, sc := range []string{"a", "b", "c", "f", "g"} {
@@ -96,48 +112,55 @@ func TestMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"## Targets",
-		"| Allowed path (a), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **0.50×** (redlimit 20 000/s vs redis_rate 40 000/s); " +
-			"redlimit (no coalescing): 0.30× (12 000/s); redlimit (no denial cache): 0.38× (15 000/s) |",
-		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** (redlimit 30 000/s vs redis_rate 50 000/s);",
-		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×**",
+		"| Allowed path (a), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **0.50×** (p=0.002): " +
+			"redlimit 20 000 [19 500, 20 500]/s vs redis_rate 40 000 [39 000, 41 000]/s; " +
+			"redlimit (no coalescing): 0.30× (p=0.002), 12 000 [11 700, 12 300]/s; redlimit (no denial cache): 0.38× (p=0.002), 15 000 [14 625, 15 375]/s |",
+		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** (p=0.002): " +
+			"redlimit 30 000 [29 250, 30 750]/s vs redis_rate 50 000 [48 750, 51 250]/s;",
+		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×** (p=0.002)",
 		"| New keys (f), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in httprate-redis) |",
 		"| Hot key allowed (g), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
-		"| Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×) | **0.75×** (6.00 µs vs 8.00 µs) |",
+		"| Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×) | " +
+			"**0.75×** (p=0.002): 6.00 [6.00, 6.00] µs vs 8.00 [8.00, 8.00] µs |",
 		"| Redis capacity, many keys (a, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | " +
-			"redlimit **80 000**; redlimit (no coalescing) 80 000; redlimit (no denial cache) 80 000; redis_rate 80 000; " +
-			"ulule/limiter 80 000; httprate-redis 80 000; floor 80 000 |",
+			"redlimit **80 000 [80 000, 80 000]**; redlimit (no coalescing) 80 000 [80 000, 80 000]; redlimit (no denial cache) 80 000 [80 000, 80 000]; " +
+			"redis_rate 80 000 [80 000, 80 000]; ulule/limiter 80 000 [80 000, 80 000]; httprate-redis 80 000 [80 000, 80 000]; floor 80 000 [80 000, 80 000] |",
 		"| Redis capacity, hot key (g, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | ",
 		"ulule/limiter n/a (errors in ulule/limiter)",
 		"| Script cost (s): redlimit's acquire ÷ the straight-line script (target ≤ 1.10×), Redis script µs per decision | " +
-			"**1.20×** (12.00 µs vs 10.00 µs; beyond return 1 called the same way: 8.00 µs vs 8.00 µs) |",
-		"| Script cost (s): redlimit's acquire ÷ redis_rate's script (target ≤ 1.50×), Redis script µs per decision | **1.33×** (12.00 µs vs 9.00 µs;",
-		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (50.0 µs vs 20.0 µs) |",
-		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (52.0 µs vs 50.0 µs) |",
-		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, +99.0 µs, **+50.0 allocs**",
+			"**1.20×** (p=0.002): 12.00 [12.00, 12.00] µs vs 10.00 [10.00, 10.00] µs; beyond return 1 called the same way (medians): 8.00 µs vs 8.00 µs |",
+		"| Script cost (s): redlimit's acquire ÷ redis_rate's script (target ≤ 1.50×), Redis script µs per decision | " +
+			"**1.33×** (p=0.002): 12.00 [12.00, 12.00] µs vs 9.00 [9.00, 9.00] µs;",
+		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (p=0.002): 50.0 [48.8, 51.2] µs vs 20.0 [19.5, 20.5] µs |",
+		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (p=0.015): 52.0 [50.7, 53.3] µs vs 50.0 [48.8, 51.2] µs |",
+		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, **+99.0 µs**, **+50.0 allocs**",
 		"beyond the core decision (a, 1 caller: 50.0 µs mean, 20.0 allocs): +49.0 µs, +30.0 allocs",
 		"redlimit (memory core), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | not measured in this run",
 		"| go-redis pool | library | callers | decisions/s | p50 | p99 | allocs/dec | Redis cmds/dec | round trips/dec | " +
 			"Redis CPU µs/dec | Redis cmd time µs/dec | script µs/dec | allowed | errors |",
-		"| default | redlimit (no coalescing) | 64 | 12 000 | 5333.3 µs | 10666.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 0 |",
-		"| = callers | redis_rate | 64 | 50 000 | 1000.0 µs | 2000.0 µs | 20.0 |",
+		"| default | redlimit (no coalescing) | 64 | 12 000 [11 700, 12 300] | 5333.3 [5200.0, 5466.7] µs | 10666.7 [10400.0, 10933.3] µs | " +
+			"20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 0 |",
+		"| = callers | redis_rate | 64 | 50 000 [48 750, 51 250] | 1000.0 [975.0, 1025.0] µs | 2000.0 [1950.0, 2050.0] µs | 20.0 |",
 		"## Scenario f: new keys",
-		"| httprate-redis | 64 | 8 000 | 8000.0 µs | 16000.0 µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
+		"| httprate-redis | 64 | 8 000 [7 800, 8 200] | 8000.0 [7800.0, 8200.0] µs | 16000.0 [15600.0, 16400.0] µs | 20.0 | 3.00 | 1.00 | 12.5 | 5.0 | – | 50.0% | 0 (+2 in other runs) |",
 		"## Scenario g: hot key, allowed",
-		"| ulule/limiter | 64 | 30 000 | 2133.3 µs | 4266.7 µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
+		"| ulule/limiter | 64 | 30 000 [29 250, 30 750] | 2133.3 [2080.0, 2186.7] µs | 4266.7 [4160.0, 4373.3] µs | 20.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | 50.0% | 3 |",
 		"| a | redlimit | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
 		"| g | redlimit (no coalescing) | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
-		"| gin | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
-		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 1.00 | 2.00 | +0.00 | 0.20× | 3.00 | 0 |",
-		"| straight-line (Redisson layout) | pipelines of 32 EVALSHA | 32 000 | 1.00 | 10.00 | +8.00 | 1.00× | 3.00 | 0 |",
-		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 0.50 | 12.00 | +8.00 | 1.20× | 1.50 | 0 |",
-		"| redlimit's settle, 2 → 3 permits (above the reservation) | the library, 64 goroutines | 1 000 | 1.00 | 7.50 | +3.50 | 0.75× | 3.00 | 0 |",
+		"| redlimit (no denial cache) | 1.04× (p=0.015) | 1.04× (p=0.015) | 1.04× (p=0.015) |",
+		"| gin | redlimit (Redis) | 1 | 10 000 [9 750, 10 250] | 100.0 [97.5, 102.5] µs | 200.0 [195.0, 205.0] µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
+		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 1.00 | 2.00 [2.00, 2.00] | +0.00 | 0.20× (p=0.002) | 3.00 | 0 |",
+		"| straight-line (Redisson layout) | pipelines of 32 EVALSHA | 32 000 | 1.00 | 10.00 [10.00, 10.00] | +8.00 | – | 3.00 | 0 |",
+		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 0.50 | 12.00 [12.00, 12.00] | +8.00 | 1.20× (p=0.002) | 1.50 | 0 |",
+		"| redlimit's settle, 2 → 3 permits (above the reservation) | the library, 64 goroutines | 1 000 | 1.00 | 7.50 [7.50, 7.50] | +3.50 | 0.75× (p=0.002) | 3.00 | 0 |",
 		"| After a decision (s): redlimit's settle and refund, Redis script µs per call, next to its acquire's | " +
-			"acquire **12.00 µs** per decision (24.00 µs per script call); settle 2 → 1 permits **7.00 µs**; " +
-			"settle 2 → 3 permits **7.50 µs**; refund: n/a (errors in redlimit's refund (2 permits)) |",
-		"| gRPC | redlimit (Redis) | 1 | 10 000 | 100.0 µs | 200.0 µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
-		"| floor | the library, 64 goroutines | 1 000 | 1.00 | 4.00 | +0.00 | 0.40× | 3.00 | 0 |",
+			"acquire **12.00 [12.00, 12.00] µs** per decision (24.00 [24.00, 24.00] µs per script call); settle 2 → 1 permits **7.00 [7.00, 7.00] µs**; " +
+			"settle 2 → 3 permits **7.50 [7.50, 7.50] µs**; refund: n/a (errors in redlimit's refund (2 permits)) |",
+		"| gRPC | redlimit (Redis) | 1 | 10 000 [9 750, 10 250] | 100.0 [97.5, 102.5] µs | 200.0 [195.0, 205.0] µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
+		"| floor | the library, 64 goroutines | 1 000 | 1.00 | 4.00 [4.00, 4.00] | +0.00 | 0.40× (p=0.002) | 3.00 | 0 |",
+		"Each figure is the median of 6 runs with its confidence interval in brackets",
 		"- a note",
 	} {
 		if !strings.Contains(md, want) {
@@ -235,7 +258,7 @@ func TestErrorsAreNoDecisions(t *testing.T) {
 }
 
 func TestInTurns(t *testing.T) {
-	h := &harness{reps: 3}
+	h := &harness{samples: 3}
 	var order []int
 	runs := map[int][]row{
 		0: {{Library: "x", sample: sample{Decisions: 10, Elapsed: time.Second}}, {Library: "x", sample: sample{Decisions: 30, Elapsed: time.Second, Errors: 1}},
@@ -257,6 +280,10 @@ func TestInTurns(t *testing.T) {
 	}
 	if x := rows[0]; x.Decisions != 20 || x.Errors != 4 || x.OtherErrors != 1 || !x.failed() {
 		t.Errorf("median of x = %d decisions, %d errors, %d in other runs; want 20, 4, 1", x.Decisions, x.Errors, x.OtherErrors)
+	}
+	// Every run is kept, in the order taken, for the intervals.
+	if got, want := rows[0].values(byRate), []float64{10, 30, 20}; !slices.Equal(got, want) {
+		t.Errorf("runs of x = %v decisions/s, want %v", got, want)
 	}
 	if rows[1].failed() {
 		t.Errorf("y failed: %+v", rows[1])

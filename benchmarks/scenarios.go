@@ -64,14 +64,16 @@ func keyOf(worker, callers, i int) string {
 }
 
 // row is one measurement: scenario, case (pool, limit, framework or script
-// variant), library and number of concurrent callers.
+// variant), library and number of concurrent callers. Measured in turns
+// (inTurns), it is the point's median run, and Runs holds all its runs.
 type row struct {
 	Scenario string
 	Case     string
 	Library  string
 	Callers  int
 	sample
-	OtherErrors int64 // errors in the other runs of the same point
+	Runs        []sample // every run of the point, in the order taken
+	OtherErrors int64    // errors in the other runs of the same point
 }
 
 // rank is what the runs of one point are ranked by for their median: Redis's
