@@ -337,18 +337,23 @@ func (r *refundLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// note records the member of cmd if it is a refund: the only script the
-// core calls with one limiter's five keys and five arguments (a rate and a
-// log member).
+// note records the members that cmd gives back, if it is a script call
+// that does: a refund is a settle to 0 permits, the triple (the settled
+// member, of 0 permits; ""; the member it takes out) among the arguments.
 func (r *refundLog) note(cmd redis.Cmder) {
 	args := cmd.Args()
-	if len(args) != 3+5+5 || args[0] != "evalsha" && args[0] != "eval" || args[2] != 5 {
+	if len(args) < 3 || args[0] != "evalsha" && args[0] != "eval" {
 		return
 	}
-	if m, ok := args[12].(*string); ok {
-		r.mu.Lock()
-		r.members[*m] = true
-		r.mu.Unlock()
+	for i := 3; i+2 < len(args); i++ {
+		settled, ok1 := args[i].(string)
+		empty, ok2 := args[i+1].(string)
+		old, ok3 := args[i+2].(string)
+		if ok1 && ok2 && ok3 && len(settled) == 21 && empty == "" && len(old) == 21 && settled[17:] == "\x00\x00\x00\x00" {
+			r.mu.Lock()
+			r.members[old] = true
+			r.mu.Unlock()
+		}
 	}
 }
 
