@@ -265,7 +265,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	}
 	if err != nil {
 		if wasSent {
-			undecided.Grant.state = grantLost
+			undecided.Grant.state, undecided.Grant.sendBy = grantLost, cl.sendBy
 		}
 		return undecided, fmt.Errorf("core: acquire: %w", err)
 	}
@@ -495,7 +495,11 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		if iv := l.interval(); iv > 0 {
 			delay = min(delay, iv/2)
 		}
-		o.due += delay.Milliseconds()
+		// Its script ran before its round trip's deadline or not at all,
+		// and Redis read it within a grace: a round trip that waited in
+		// this process (for a connection of the pool, say) until long
+		// after its caller left is given back too.
+		o.due = max(o.due+delay.Milliseconds(), grant.sendBy+roundTripGrace.Milliseconds())
 		l.c.owed.owe(l, o)
 		return false, nil
 	}

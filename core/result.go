@@ -67,6 +67,10 @@ type Grant struct {
 	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
 	// for a grant Redis did not decide (found from at when needed).
 	period int64
+	// sendBy is, for a grant whose call got no answer in time, the
+	// deadline of the round trip that carried it (unix ms; 0: its
+	// caller's): its script ran before it or never.
+	sendBy int64
 }
 
 // grantState is what Redis knows of a grant: the answer of the call that
