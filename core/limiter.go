@@ -247,7 +247,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	sent := time.Now()
 	rate := l.scriptRate()
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l.name, rate, permits, sent); ok {
+		if r, ok := dc.get(l, rate, permits, sent); ok {
 			return r, nil
 		}
 	}

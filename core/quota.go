@@ -164,7 +164,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	cq := l.quota
 	sent := time.Now()
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l.name, &cq.id, permits, sent); ok {
+		if r, ok := dc.get(l, &cq.id, permits, sent); ok {
 			return r, nil
 		}
 	}
