@@ -439,7 +439,7 @@ func (l *Limiter) Charge(grants ...Grant) {
 	}
 	now := time.Now().UnixMilli()
 	for _, g := range grants {
-		if !g.IsZero() && l.owns(g) {
+		if !g.isZero() && l.owns(g) {
 			l.c.owed.owe(l, &op{member: g.member, at: g.at, period: g.period, due: now, expires: l.expiry(g)})
 		}
 	}
@@ -479,7 +479,7 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 	switch {
 	case l.err != nil:
 		return false, l.err
-	case grant.IsZero() || !l.owns(grant):
+	case grant.isZero() || !l.owns(grant):
 		return false, nil
 	}
 	defer l.forget()
