@@ -83,9 +83,10 @@ func (b *batcher) do(ctx context.Context, cl *call) (bool, error) {
 	switch {
 	case free:
 		b.busy++
-		w.sent = true
+		batch := []*waiter{w}
+		seal(batch)
 		b.mu.Unlock()
-		go b.run([]*waiter{w})
+		go b.run(batch)
 	case len(b.queue) >= b.maxQueue:
 		b.mu.Unlock()
 		return false, fmt.Errorf("%w: %d calls already waiting", ErrOverloaded, b.maxQueue)
@@ -143,7 +144,6 @@ func (b *batcher) take() []*waiter {
 	n := 0
 	for n < len(b.queue) && len(batch) < maxBatch {
 		if w := b.queue[n]; !w.gone {
-			w.sent = true
 			batch = append(batch, w)
 		}
 		n++
@@ -153,7 +153,37 @@ func (b *batcher) take() []*waiter {
 		rest = nil
 	}
 	b.queue = rest
+	seal(batch)
 	return batch
+}
+
+// seal marks batch's calls sent and fixes the deadline of their round
+// trip: the latest of their callers', but no sooner than roundTripGrace
+// from now, or none if one has none. Each caller still waits only until
+// its own deadline; the round trip goes on, so that an answer that comes
+// late because this process was busy tells that Redis is well, and one
+// that never comes, that it is not. A caller that gives up knows that its
+// script runs before that deadline or never (see Limiter.Refund). It
+// requires that the batcher's lock is held.
+func seal(batch []*waiter) {
+	latest := time.Now().Add(roundTripGrace)
+	for _, w := range batch {
+		if w.deadline.IsZero() {
+			latest = time.Time{}
+			break
+		}
+		if w.deadline.After(latest) {
+			latest = w.deadline
+		}
+	}
+	var by int64
+	if !latest.IsZero() {
+		by = latest.UnixMilli() + 1
+	}
+	for _, w := range batch {
+		w.sent = true
+		w.cl.sendBy = by
+	}
 }
 
 // run sends batch as one round trip, wakes its callers, and goes on with
@@ -194,22 +224,13 @@ func (b *batcher) run(batch []*waiter) {
 	}
 }
 
-// batchContext bounds a pipeline by the latest deadline of its calls, but
-// no sooner than roundTripGrace from now, or not at all if one has none.
-// Each caller still waits only until its own deadline; the round trip goes
-// on, so that an answer that comes late because this process was busy
-// tells that Redis is well, and one that never comes, that it is not.
+// batchContext bounds a pipeline by the deadline its calls were sealed
+// with (see seal).
 func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
-	latest := time.Now().Add(roundTripGrace)
-	for _, w := range batch {
-		if w.deadline.IsZero() {
-			return context.Background(), func() {}
-		}
-		if w.deadline.After(latest) {
-			latest = w.deadline
-		}
+	if by := batch[0].cl.sendBy; by != 0 {
+		return context.WithDeadline(context.Background(), time.UnixMilli(by))
 	}
-	return context.WithDeadline(context.Background(), latest)
+	return context.Background(), func() {}
 }
 
 // On a Redis Cluster, a Client keeps one batcher per hash slot, created on

@@ -29,6 +29,10 @@ type call struct {
 	res     Result  // an acquire's result
 	err     error
 	debts   []*op // a payment of what the limiter owes: its ops
+	// sendBy is the deadline of the round trip that took cl (unix ms; 0:
+	// none, or its caller's own): its script runs before it or not at all.
+	// Set under its batcher's lock when the round trip takes it.
+	sendBy int64
 }
 
 // keys returns the keys, of its limiter's five, that cl's script takes:

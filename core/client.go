@@ -113,16 +113,16 @@ func WithClientID(id string) Option {
 }
 
 // WithDenialCache sets how many limiters the local denial cache keeps, the
-// least recently used going first (defaultDenialCache, about 350 bytes
+// least recently used going first (defaultDenialCache, about 380 bytes
 // each); 0 turns it off. With it, a request denied by Redis is denied again
 // from memory, with no round trip, until the time Redis said it could be
-// granted (Result.Cached), and so is a request for more permits on the same
-// limiter at the same rate, told to retry when every permit is back: an
-// abusive client then costs Redis nothing, whatever the permits it asks for.
-// This Client's Release, Refund, Settle, SetRate, UpdateRate and Delete
-// clear the limiter's entry; a release or rate change made by another
-// process is seen at that time at the latest. Turn it off when such changes
-// must apply at once everywhere.
+// granted (Result.Cached), for a second at most while Redis answers, and so
+// is a request for more permits on the same limiter at the same rate, told
+// to retry when every permit is back: an abusive client then costs Redis
+// nothing, whatever the permits it asks for. This Client's Release, Refund,
+// Settle, SetRate, UpdateRate and Delete clear the limiter's entry; a
+// release, reset or rate change made by another process is seen within a
+// second. Turn it off when such changes must apply at once everywhere.
 func WithDenialCache(limiters int) Option {
 	return optionFunc(func(c *Client) error {
 		if limiters < 0 {

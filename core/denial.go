@@ -32,7 +32,8 @@ type denialCache struct {
 type denial struct {
 	rate    *rateArgs // the rate it was denied at: &noRate for a stored rate
 	permits int64     // the request that was denied
-	until   time.Time // denied until then, on the local monotonic clock
+	back    time.Time // the earliest the permits may be back, on the local monotonic clock
+	fresh   time.Time // kept until then, or while Redis fails (see denialLife)
 	retryAt time.Time // reported retry time: never earlier than the real one
 	reset   time.Time // when every permit is back
 	res     Result    // the denial as Redis reported it
@@ -53,17 +54,17 @@ func newDenialCache(capacity int) *denialCache {
 // if any. A request for more permits than were denied is denied too, with
 // the time when every permit is back as its retry time: the exact one is
 // not known, and that one is never early.
-func (c *denialCache) get(name string, rate *rateArgs, permits int64, now time.Time) (Result, bool) {
+func (c *denialCache) get(l *Limiter, rate *rateArgs, permits int64, now time.Time) (Result, bool) {
 	if c.n.Load() <= 0 {
 		return Result{}, false
 	}
-	d, _, s := c.m.Lock(name, false)
+	d, _, s := c.m.Lock(l.name, false)
 	defer s.Unlock()
 	switch {
 	case d == nil:
 		return Result{}, false
-	case !now.Before(d.until):
-		s.Delete(name)
+	case !now.Before(d.back) || !now.Before(d.fresh) && !l.c.batcherFor(l).node.Load().failing.Load():
+		s.Delete(l.name)
 		c.n.Add(-1)
 		return Result{}, false
 	case *d.rate != *rate || permits < d.permits || permits > d.res.Rate.Permits:
@@ -80,21 +81,16 @@ func (c *denialCache) get(name string, rate *rateArgs, permits int64, now time.T
 	return r, true
 }
 
-// denialLife is how long a denial is kept at most: a reset (Delete) or a
-// change of the permits made by another process reaches this one within
-// it, whatever it held as denied.
+// denialLife is how long a denial is kept at most while Redis answers: a
+// reset (Delete) or a change of the permits made by another process
+// reaches this one within it, whatever it held as denied. While Redis
+// fails, none can, and a denial is kept until its permits may be back.
 const denialLife = time.Second
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
 
 // put records a denial at rate decided for a request sent at sent, whose
 // reply came at received. The cache denies until the earliest time the
-// permits can be back, for a second at most (denialLife); it reports the latest, counted from the reply, so
+// permits can be back, for a second at most while Redis answers
+// (denialLife); it reports the latest, counted from the reply, so
 // that a caller waiting the reported time is never early. A denial whose
 // permits come back within the script's resolution is not worth keeping,
 // and one whose retry time is a bound cannot be kept: the permits may be
@@ -110,7 +106,8 @@ func (c *denialCache) put(name string, rate *rateArgs, permits int64, sent, rece
 	*d = denial{
 		rate:    rate,
 		permits: permits,
-		until:   minTime(sent.Add(r.RetryAfter-scriptResolution), received.Add(denialLife)),
+		back:    sent.Add(r.RetryAfter - scriptResolution),
+		fresh:   received.Add(denialLife),
 		retryAt: received.Add(r.RetryAfter),
 		reset:   received.Add(r.ResetAfter),
 		res:     r,

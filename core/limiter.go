@@ -247,7 +247,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	sent := time.Now()
 	rate := l.scriptRate()
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l.name, rate, permits, sent); ok {
+		if r, ok := dc.get(l, rate, permits, sent); ok {
 			return r, nil
 		}
 	}
@@ -265,7 +265,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	}
 	if err != nil {
 		if wasSent {
-			undecided.Grant.state = grantLost
+			undecided.Grant.state, undecided.Grant.sendBy = grantLost, cl.sendBy
 		}
 		return undecided, fmt.Errorf("core: acquire: %w", err)
 	}
@@ -439,7 +439,7 @@ func (l *Limiter) Charge(grants ...Grant) {
 	}
 	now := time.Now().UnixMilli()
 	for _, g := range grants {
-		if !g.IsZero() && l.owns(g) {
+		if !g.isZero() && l.owns(g) {
 			l.c.owed.owe(l, &op{member: g.member, at: g.at, period: g.period, due: now, expires: l.expiry(g)})
 		}
 	}
@@ -479,7 +479,7 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 	switch {
 	case l.err != nil:
 		return false, l.err
-	case grant.IsZero() || !l.owns(grant):
+	case grant.isZero() || !l.owns(grant):
 		return false, nil
 	}
 	defer l.forget()
@@ -495,7 +495,11 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		if iv := l.interval(); iv > 0 {
 			delay = min(delay, iv/2)
 		}
-		o.due += delay.Milliseconds()
+		// Its script ran before its round trip's deadline or not at all,
+		// and Redis read it within a grace: a round trip that waited in
+		// this process (for a connection of the pool, say) until long
+		// after its caller left is given back too.
+		o.due = max(o.due+delay.Milliseconds(), grant.sendBy+roundTripGrace.Milliseconds())
 		l.c.owed.owe(l, o)
 		return false, nil
 	}

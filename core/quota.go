@@ -104,6 +104,7 @@ type quotaReply struct {
 	v          []int64   // {OK, now, ...}
 	start, end int64     // the period, in Unix ms of Redis's clock
 	sent       bool      // a call was sent (with an error: it may have run)
+	sendBy     int64     // its round trip's deadline (see call)
 	at         time.Time // when the last call was sent
 }
 
@@ -125,6 +126,7 @@ func (l *Limiter) quotaCall(ctx context.Context, what string, args ...any) (quot
 		}
 		sent, err := l.c.do(ctx, cl)
 		r.sent = r.sent || sent
+		r.sendBy = max(r.sendBy, cl.sendBy)
 		switch {
 		case err != nil:
 			return r, err
@@ -162,7 +164,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	cq := l.quota
 	sent := time.Now()
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l.name, &cq.id, permits, sent); ok {
+		if r, ok := dc.get(l, &cq.id, permits, sent); ok {
 			return r, nil
 		}
 	}
@@ -181,7 +183,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 			return l.undecidedQuota(sent), fmt.Errorf("core: acquire: %w", err) // Redis's answer: no grant
 		}
 		if q.sent {
-			undecided.Grant.state = grantLost
+			undecided.Grant.state, undecided.Grant.sendBy = grantLost, q.sendBy
 		}
 		return undecided, fmt.Errorf("core: acquire: %w", err)
 	}

@@ -34,7 +34,7 @@ func assertRetryToBoundary(t *testing.T, e *env, l *core.Limiter, q core.Quota, 
 	after := redisTime(t, e)
 	start, end := core.QuotaBounds(q, before)
 	require.False(t, res.Allowed)
-	assert.True(t, res.Grant.IsZero(), "a refusal grants nothing")
+	assert.True(t, res.Grant == (core.Grant{}), "a refusal grants nothing")
 	assert.GreaterOrEqual(t, res.RetryAfter, end.Sub(after)-time.Millisecond, "never early: at the boundary")
 	assert.LessOrEqual(t, res.RetryAfter, end.Sub(before)+time.Millisecond, "at the boundary")
 	assert.Equal(t, res.RetryAfter, res.ResetAfter)
@@ -54,7 +54,7 @@ func TestQuotaRefusesUntilTheBoundary(t *testing.T) {
 			require.True(t, res.Allowed)
 			assert.Equal(t, want, res.Remaining)
 			assert.Zero(t, res.RetryAfter)
-			assert.False(t, res.Grant.IsZero())
+			assert.False(t, res.Grant == (core.Grant{}))
 		}
 		res := assertRetryToBoundary(t, e, l, q, 1)
 		assert.Zero(t, res.Remaining)
@@ -210,7 +210,7 @@ func TestQuotaChargeCountsInItsPeriod(t *testing.T) {
 		cancel()
 		res, err := l.TryAcquire(ctx, 4)
 		require.ErrorIs(t, err, context.Canceled)
-		require.False(t, res.Grant.IsZero(), "the grant the failed call asked for")
+		require.False(t, res.Grant == (core.Grant{}), "the grant the failed call asked for")
 		l.Charge(res.Grant)
 		assert.EqualValues(t, 1, available(t, l))
 
@@ -340,7 +340,7 @@ func TestQuotaPoisonedKeyFailsAlone(t *testing.T) {
 
 			res, err := bad.TryAcquire(bg, 1)
 			require.ErrorIs(t, err, core.ErrInvalidConfig, poison.what)
-			assert.True(t, res.Grant.IsZero(), "Redis answered: no grant to charge")
+			assert.True(t, res.Grant == (core.Grant{}), "Redis answered: no grant to charge")
 			_, err = bad.AvailablePermits(bg)
 			assert.ErrorIs(t, err, core.ErrInvalidConfig, poison.what)
 			_, err = bad.Refund(bg, g)
@@ -593,7 +593,7 @@ func TestQuotaUndecidedKnowsItsPeriod(t *testing.T) {
 		res, err := l.TryAcquire(bg, 2)
 		require.Error(t, err)
 		assert.False(t, res.Allowed)
-		assert.False(t, res.Grant.IsZero(), "the grant asked for")
+		assert.False(t, res.Grant == (core.Grant{}), "the grant asked for")
 		assert.Equal(t, core.Rate{Permits: 5, Interval: 24 * time.Hour}, res.Rate)
 		assert.InDelta(t, end.Sub(now), res.ResetAfter, float64(time.Second), "until the day ends by Redis's clock")
 
@@ -607,7 +607,7 @@ func TestQuotaUndecidedKnowsItsPeriod(t *testing.T) {
 		require.NoError(t, e.rdb.HSet(bg, quotaKey(l), "x", "1").Err())
 		res, err = l.TryAcquire(bg, 1)
 		require.ErrorIs(t, err, core.ErrInvalidConfig)
-		assert.True(t, res.Grant.IsZero(), "Redis answered: no grant")
+		assert.True(t, res.Grant == (core.Grant{}), "Redis answered: no grant")
 		assert.Equal(t, core.Rate{Permits: 5, Interval: 23 * time.Hour}, res.Rate)
 		assert.InDelta(t, 23*time.Hour-time.Second, res.ResetAfter, float64(time.Second))
 	})

@@ -67,6 +67,10 @@ type Grant struct {
 	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
 	// for a grant Redis did not decide (found from at when needed).
 	period int64
+	// sendBy is, for a grant whose call got no answer in time, the
+	// deadline of the round trip that carried it (unix ms; 0: its
+	// caller's): its script ran before it or never.
+	sendBy int64
 }
 
 // grantState is what Redis knows of a grant: the answer of the call that
@@ -84,15 +88,16 @@ const (
 	grantLost
 )
 
-// IsZero reports whether g identifies no grant.
-func (g Grant) IsZero() bool { return g.member == "" }
+// isZero reports whether g identifies no grant (a Grant is comparable:
+// g == Grant{} says the same).
+func (g Grant) isZero() bool { return g.member == "" }
 
 // Time returns when the acquire that asked for g was made, by the local
 // clock, to the millisecond: the time Limiter.Charge writes g at, at which
 // a caller that grants it by other means decides (the zero Time for the
 // zero Grant).
 func (g Grant) Time() time.Time {
-	if g.IsZero() {
+	if g.isZero() {
 		return time.Time{}
 	}
 	return time.UnixMilli(g.at)

@@ -544,7 +544,7 @@ func (d Decision) Done(status int) {
 		d.slot.release(d.limits)
 		return
 	}
-	if p == nil || d.Result.Grant.IsZero() {
+	if p == nil || d.Result.Grant == (core.Grant{}) {
 		return
 	}
 	refund := d.limits.refused || p.refund != nil && p.refund(status)
