@@ -79,7 +79,7 @@ type chartSeries struct{ name, color string }
 
 // write draws c as SVG. Series measured in no group are left out.
 func (c barChart) write(w io.Writer) error {
-	var series []int                      // present in the chart
+	var series []int                        // present in the chart
 	inGroup := make([][]int, len(c.groups)) // present in each group
 	widest := 1                             // the most bars in a group
 	lo, hi := math.Inf(1), math.Inf(-1)
