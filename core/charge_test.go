@@ -61,6 +61,34 @@ func TestChargeCountsGrantsAtTheirTimes(t *testing.T) {
 	})
 }
 
+// A grant that Redis did not decide is written at its Time, the time its
+// acquire was made by Redis's clock as the Client measured it then: a
+// caller that grants it by other means decides at that time, so a new
+// measure of the clock before the charge is paid moves nothing. (A busy
+// process measures the clock up to tens of ms apart from one call to the
+// next; two local grants an interval apart by their Times were once
+// written closer than that.)
+func TestChargeWritesAGrantAtItsTime(t *testing.T) {
+	runReal(t, func(t *testing.T, e *env) {
+		c := e.client(t, core.WithDenialCache(0))
+		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 10, 10*time.Second)))
+		require.True(t, tryAcquire(t, l, 1))
+		core.SetClockOffset(c, -3000)
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		res, err := l.TryAcquire(ctx, 1)
+		require.ErrorIs(t, err, context.Canceled)
+		g := res.Grant
+		assert.InDelta(t, time.Now().Add(-3*time.Second).UnixMilli(), g.Time().UnixMilli(), 1000, "by Redis's clock as measured")
+		core.SetClockOffset(c, 2000)
+		l.Charge(g)
+		require.EqualValues(t, 8, available(t, l), "paid with the next call")
+		score, err := e.rdb.ZScore(bg, core.Keys(l)[3], core.GrantMember(g)).Result()
+		require.NoError(t, err)
+		assert.EqualValues(t, g.Time().UnixMilli(), score, "written at its Time, not moved by the new measure")
+	})
+}
+
 // What a limiter owes goes with its next call, first, in the same round
 // trip; a limiter with no call is paid by the Client within moments.
 func TestChargesArePaidWithTheNextCall(t *testing.T) {

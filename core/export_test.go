@@ -182,3 +182,10 @@ func ClientID(c *Client) string { return c.clientID }
 
 // SemaphoreName returns the name of s in Redis, key prefix included.
 func SemaphoreName(s *Semaphore) string { return s.route.name }
+
+// SetClockOffset sets what c takes Redis's clock less the local one to be,
+// in ms, as its decisions would measure it.
+func SetClockOffset(c *Client, ms int64) { c.offset.Store(ms) }
+
+// GrantMember returns g's log member.
+func GrantMember(g Grant) string { return g.member }

@@ -252,7 +252,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 		}
 	}
 	cl := &call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
-	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli(), state: grantUnsent}}
+	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}}
 	if err := ctx.Err(); err != nil {
 		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
 	}
@@ -273,7 +273,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	received := time.Now()
 	l.c.noteClock(r.at, sent, received)
 	if r.Allowed {
-		r.Grant.at = sent.UnixMilli()
+		r.Grant.at = r.at
 		l.c.recent.add(l, r.Grant)
 	} else if l.c.denials != nil {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
@@ -411,9 +411,9 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 // Charge records grants made without Redis, such as a local fallback's
 // while Redis could not decide: each is one that a failed TryAcquire
 // returned in its Result, with the permits it asked for. The Client writes
-// each into the limiter's log at the time of its call (by the local clock,
-// turned into Redis's with the offset measured on the Client's decisions),
-// as the grant it stands for: the window it falls in counts it, whatever
+// each into the limiter's log at its Time (the time of its call, by the
+// local clock turned into Redis's with the offset measured on the Client's
+// decisions until then), as the grant it stands for: the window it falls in counts it, whatever
 // Redis granted meanwhile, past the rate if need be. A window over its rate
 // is a debt that later acquires pay by waiting: they are denied, with the
 // exact retry time, until the window is back under the rate;
@@ -540,7 +540,7 @@ func (l *Limiter) expiry(grant Grant) int64 {
 	if l.coded == nil {
 		return 0
 	}
-	return grant.at + l.coded.rate.Interval.Milliseconds()
+	return grant.at + l.coded.rate.Interval.Milliseconds() - l.c.offset.Load()
 }
 
 // Peek returns what TryAcquire of permits would answer now, taking

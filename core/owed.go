@@ -55,7 +55,7 @@ type debts struct {
 // change of its grant's period's count, as quota.lua takes it.
 type op struct {
 	member, old string
-	at          int64  // the grant's time, local unix ms
+	at          int64  // the grant's time, Redis's unix ms (Grant.at)
 	period      int64  // a quota's grant: its period's start, by Redis's clock; 0 if Redis did not decide it
 	due         int64  // local unix ms from which it may be sent
 	expires     int64  // local unix ms after which it counts no more; 0: unknown
@@ -276,10 +276,9 @@ func (l *Limiter) payment(ops []*op) *call {
 		return l.quotaPayment(ops)
 	}
 	args := l.scriptRate().appendTo(make([]any, 0, 4+3*len(ops)))
-	offset := l.c.offset.Load()
 	for _, o := range ops {
 		if o.old == "" {
-			args = append(args, o.member, o.at+offset, "")
+			args = append(args, o.member, o.at, "")
 		} else {
 			args = append(args, o.member, "", o.old)
 		}

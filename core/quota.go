@@ -170,7 +170,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	}
 	member := newQuotaMember(permits)
 	undecided := l.undecidedQuota(sent)
-	undecided.Grant = Grant{member: member, at: sent.UnixMilli(), state: grantUnsent}
+	undecided.Grant = Grant{member: member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}
 	if err := ctx.Err(); err != nil {
 		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
 	}
@@ -197,7 +197,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 		at:         q.v[1],
 	}
 	if r.Allowed {
-		r.Grant = Grant{member: member, at: sent.UnixMilli(), state: grantDecided, period: q.start}
+		r.Grant = Grant{member: member, at: q.v[1], state: grantDecided, period: q.start}
 	} else {
 		r.RetryAfter = r.ResetAfter
 		if l.c.denials != nil {
@@ -222,14 +222,14 @@ func (l *Limiter) undecidedQuota(sent time.Time) Result {
 
 // quotaOp returns the arguments of op o in a quota change call (see
 // quota.lua): its period, by the one Redis gave its grant or else by its
-// time (the local clock turned into Redis's with offset), its grant, the
+// time (Grant.at, by Redis's clock), its grant, the
 // grant it settles, and whether it may apply only to a grant the counter
 // remembers (a settle of a grant whose acquire got no answer from Redis:
 // its script may never have run).
-func (cq *codedQuota) quotaOp(o *op, offset int64, args []any) []any {
+func (cq *codedQuota) quotaOp(o *op, args []any) []any {
 	at, known := o.period, ""
 	if at == 0 {
-		at = o.at + offset
+		at = o.at
 		if o.old != "" {
 			known = "1"
 		}
@@ -241,7 +241,7 @@ func (cq *codedQuota) quotaOp(o *op, offset int64, args []any) []any {
 // quotaChange makes op o on the limiter's counter now and reports whether
 // it changed the count.
 func (l *Limiter) quotaChange(ctx context.Context, o *op) (bool, error) {
-	args := l.quota.quotaOp(o, l.c.offset.Load(), []any{l.quota.limit, "change"})
+	args := l.quota.quotaOp(o, []any{l.quota.limit, "change"})
 	cl := &call{ctx: ctx, l: l, s: scriptQuota, args: args}
 	if _, err := l.c.do(ctx, cl); err != nil {
 		return false, err
@@ -262,9 +262,8 @@ func (l *Limiter) quotaChange(ctx context.Context, o *op) (bool, error) {
 func (l *Limiter) quotaPayment(ops []*op) *call {
 	args := make([]any, 0, 2+5*len(ops))
 	args = append(args, l.quota.limit, "change")
-	offset := l.c.offset.Load()
 	for _, o := range ops {
-		args = l.quota.quotaOp(o, offset, args)
+		args = l.quota.quotaOp(o, args)
 	}
 	return &call{l: l, s: scriptQuota, args: args, debts: ops}
 }
@@ -272,11 +271,10 @@ func (l *Limiter) quotaPayment(ops []*op) *call {
 // quotaExpiry returns when the period of grant ends, by the local clock,
 // in Unix ms: then a change of it counts no more.
 func (l *Limiter) quotaExpiry(grant Grant) int64 {
-	offset := l.c.offset.Load()
 	at := grant.period
 	if at == 0 {
-		at = grant.at + offset
+		at = grant.at
 	}
 	_, end := l.quota.bounds(at)
-	return end - offset
+	return end - l.c.offset.Load()
 }

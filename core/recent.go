@@ -26,7 +26,7 @@ type recent struct {
 type recentGrant struct {
 	l       *Limiter
 	member  string
-	at      int64 // local unix ms
+	at      int64 // Redis's unix ms (Grant.at)
 	expires int64 // local unix ms when it leaves its window
 }
 

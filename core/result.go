@@ -61,7 +61,12 @@ type Result struct {
 // to the request's real cost.
 type Grant struct {
 	member string
-	at     int64      // when the acquire was made, by the local clock, in Unix milliseconds
+	// at is the grant's time in the log, in Unix ms of Redis's clock: the
+	// script's, or for a grant Redis did not decide, the time its acquire
+	// was made, by the local clock turned into Redis's with the offset the
+	// Client had measured then (fixed, so that Charge writes it where a
+	// caller deciding at Time counted it).
+	at     int64
 	state  grantState // what Redis knows of it
 	// period is the start of a quota's period that Redis counted the
 	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
@@ -92,10 +97,12 @@ const (
 // g == Grant{} says the same).
 func (g Grant) isZero() bool { return g.member == "" }
 
-// Time returns when the acquire that asked for g was made, by the local
-// clock, to the millisecond: the time Limiter.Charge writes g at, at which
-// a caller that grants it by other means decides (the zero Time for the
-// zero Grant).
+// Time returns g's time in Redis's log, to the millisecond: the time
+// Redis decided it at or, for a grant Redis did not decide, when its
+// acquire was made, by the local clock turned into Redis's with the offset
+// the Client measured on its decisions until then. It is the time
+// Limiter.Charge writes g at, at which a caller that grants it by other
+// means decides (the zero Time for the zero Grant).
 func (g Grant) Time() time.Time {
 	if g.isZero() {
 		return time.Time{}
