@@ -66,8 +66,8 @@ type Grant struct {
 	// was made, by the local clock turned into Redis's with the offset the
 	// Client had measured then (fixed, so that Charge writes it where a
 	// caller deciding at Time counted it).
-	at     int64
-	state  grantState // what Redis knows of it
+	at    int64
+	state grantState // what Redis knows of it
 	// period is the start of a quota's period that Redis counted the
 	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
 	// for a grant Redis did not decide (found from at when needed).
