@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"time"
 )
 
@@ -189,3 +190,11 @@ func SetClockOffset(c *Client, ms int64) { c.offset.Store(ms) }
 
 // GrantMember returns g's log member.
 func GrantMember(g Grant) string { return g.member }
+
+// Pings is the PING on a connection of its own that tells a Redis that
+// fails from a process too busy to hear it (see batcher.answers).
+func Pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool { return pings(ctx, dial) }
+
+// LateWake is how late past a deadline a goroutine wakes when its process
+// is starved.
+const LateWake = lateWake

@@ -249,9 +249,10 @@ func (b *batcher) answers(start time.Time, l *Limiter) bool {
 
 // pings reports whether the server that dial reaches answers a PING on a
 // new connection within roundTripGrace of sending it, or whether this
-// process could not tell: a dial that timed out when this goroutine woke
-// well after its deadline says only that the process was starved (a
-// server that does not read still has its connections accepted).
+// process could not tell: a dial or a read that timed out when this
+// goroutine woke well after its deadline says only that the process was
+// starved (a server that does not read still has its connections
+// accepted).
 func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool {
 	asked := time.Now()
 	conn, err := dial(ctx)
@@ -262,17 +263,30 @@ func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bo
 	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return false
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(roundTripGrace))
+	deadline := time.Now().Add(roundTripGrace)
+	_ = conn.SetReadDeadline(deadline)
 	var buf [64]byte
 	n, err := conn.Read(buf[:])
-	var ne net.Error
-	if n == 0 && errors.As(err, &ne) && ne.Timeout() {
-		// The deadline woke this goroutine; a reply that came before it
-		// may wait in the socket still, unread.
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-		n, _ = conn.Read(buf[:])
+	if n > 0 || !timedOut(err) {
+		return n > 0
 	}
-	return n > 0
+	// The deadline woke this goroutine; a reply that came before it may
+	// wait in the socket still, unread: read it (a goroutine starved
+	// between setting a deadline and reading finds it passed, so the
+	// second waits as long as a late wake may be).
+	late := time.Since(deadline) > lateWake
+	again := time.Now().Add(lateWake)
+	_ = conn.SetReadDeadline(again)
+	n, err = conn.Read(buf[:])
+	// No reply: Redis's failure only if this goroutine woke in time, else
+	// this process was starved and cannot tell.
+	return n > 0 || timedOut(err) && (late || time.Since(again) > lateWake)
+}
+
+// timedOut reports whether err is a network timeout.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // unavailable returns err wrapped in ErrUnavailable when it says that Redis

@@ -142,9 +142,12 @@ func TestKeysAlwaysHaveATTL(t *testing.T) {
 	})
 }
 
-// A denial that changes nothing writes nothing: no replication or AOF
-// traffic for the requests of an abusive client. Redis counts every write
-// in rdb_changes_since_last_save.
+// A denial that changes nothing leaves the keys as they were. One on a
+// stored or per-client rate writes nothing: no replication or AOF traffic.
+// One on an overall rate given in code, whose grant is a DECRBY without a
+// read before it, undoes it with an INCRBY: two writes that cancel (the
+// denial cache, on by default, keeps a denied client's next requests from
+// Redis). Redis counts every write in rdb_changes_since_last_save.
 func TestDenialsWriteNothing(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
 		c := e.client(t, core.WithDenialCache(0))
@@ -155,23 +158,38 @@ func TestDenialsWriteNothing(t *testing.T) {
 			require.True(t, tryAcquire(t, l, 2))
 			require.True(t, tryAcquire(t, l, 1))
 		}
+		state := func() []string {
+			var out []string
+			for _, k := range core.Keys(coded)[:2] {
+				v, err := e.rdb.Dump(bg, k).Result()
+				require.NoError(t, err)
+				out = append(out, v)
+			}
+			v, err := e.rdb.Dump(bg, core.Keys(coded)[3]).Result()
+			require.NoError(t, err)
+			return append(out, v)
+		}
+		before := state()
 		// The server is shared with other tests: compare the write counter
-		// around denials until a quiet spell shows none of ours wrote.
-		var wrote int64
+		// around denials until a quiet spell shows none but ours wrote.
+		var wrote [2]int64
 		for range 20 {
-			before := changes(t, e)
-			for range 50 {
-				for _, l := range []*core.Limiter{coded, perClient} {
+			for i, l := range []*core.Limiter{perClient, coded} {
+				start := changes(t, e)
+				for range 50 {
 					r, err := l.TryAcquire(bg, 1)
 					require.NoError(t, err)
 					require.False(t, r.Allowed)
 				}
+				wrote[i] = changes(t, e) - start
 			}
-			if wrote = changes(t, e) - before; wrote == 0 {
+			if wrote[0] == 0 && wrote[1] == 2*50 {
 				break
 			}
 		}
-		assert.Zero(t, wrote, "writes during 100 denials")
+		assert.Zero(t, wrote[0], "writes during 50 denials on a stored per-client rate")
+		assert.EqualValues(t, 2*50, wrote[1], "writes during 50 denials on a rate given in code: a DECRBY and its undoing each")
+		assert.Equal(t, before, state(), "the config, counter and log as they were")
 	})
 }
 

@@ -19,20 +19,27 @@
 -- costs Redis time.
 --
 -- A limiter whose keys hold values of another type (written by something
--- else) fails alone: its keys are read before anything is written, with
--- errors caught, so the other limiters of the call are decided and nothing
--- is written for it. A denial's work is bounded whatever the log's length
+-- else) fails alone: its keys are read before anything is written, or a
+-- write undone, with errors caught, so the other limiters of the call are
+-- decided and nothing is left written for it. A denial's work is bounded whatever the log's length
 -- (see walk and DRAIN in lib.lua).
 --
--- The allowed path of a rate given in code runs HMGET, GET, ZRANGEBYSCORE,
--- PTTL, ZADD and DECRBY, plus ZREMRANGEBYRANK when grants left the window,
--- and TIME once per call: the acquires on one limiter decided together share
--- all of it but the ZADD, and limiters decided together share the call. A
--- denial writes nothing unless it changes the state (grants that left the
--- window are dropped, a wrong counter is rebuilt). A grant renews the TTL of
--- every key when the log's is below one interval or the log is new, so each
--- key lives at least one interval past every grant (after that an idle
--- limiter is full again, as if new) and at most keepAlive past the last one.
+-- An allowed acquire on an Overall rate given in code runs TIME, HMGET,
+-- DECRBY and ZADD while no grant has left the window since the limiter's
+-- last grant and no TTL is due for renewal: the config hash holds when
+-- either is next due (exitAt, renewAt: fields Redisson does not read),
+-- so the counter is exact without reading the log or a TTL. After that,
+-- one ZRANGE reads the oldest grants with their scores, and the grants
+-- that left are given back with the same INCRBY that takes the permits.
+-- Every other case takes the general path: one acquire after another on
+-- the state as load_state reads it, then one write of each key. A denial
+-- leaves the keys as they were (on the common path, the DECRBY is undone:
+-- two writes that cancel; elsewhere nothing is written unless it changes
+-- the state: grants that left the window are dropped, a wrong counter is
+-- rebuilt). A grant renews the TTL of every key when due, so each key
+-- lives at least one interval past every grant (after that an idle
+-- limiter is full again, as if new) and at most keepAlive past the last
+-- one.
 
 local out, k = { now, 0 }, 1 -- the reply, sized for one value, and its length
 local L -- the library, built on the paths that need it
@@ -54,8 +61,9 @@ while a <= #ARGV do
     -- bad: a key of the limiter holds another type of value. Its acquires
     -- are answered so, and nothing is written for it.
     local bad = false
-    local c = redis.pcall('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime')
+    local c = redis.pcall('HMGET', KEYS[o + 1], 'rate', 'interval', 'type', 'keepAliveTime', 'exitAt', 'renewAt')
     local rate, interval, typ
+    local matched = false -- a rate given in code, as the config holds it
     local keep -- the TTL written keys get: keepAlive (a rate in code), or from stored
     local stored -- the stored config, when the rate is not given in code
     local fresh = false -- a new limiter: no state to read
@@ -73,6 +81,7 @@ while a <= #ARGV do
         interval_s, interval_n = ARGV[a + 1], tonumber(ARGV[a + 1])
       end
       rate, interval, typ, keep = rate_n, interval_n, ARGV[a + 2], ARGV[a + 3]
+      matched = true
     elseif coded then
       -- First use, an expired or evicted config, or a rate changed in code:
       -- create or update it here (no "not initialized" race), keeping the
@@ -102,6 +111,85 @@ while a <= #ARGV do
       rate, interval, typ = stored[1], stored[2], stored[3]
       out[k + 1], out[k + 2], out[k + 3], out[k + 4], out[k + 5] = L.OK, rate, interval, tonumber(typ), stored[4]
       k = k + 5
+    end
+
+    -- The common case: one acquire on an Overall rate given in code that
+    -- the config holds. The config hash also holds, written here, exitAt:
+    -- when the log's oldest grant leaves the window, and renewAt: when the
+    -- keys' TTL falls below one interval. Before both, the counter is
+    -- exact and the TTLs long enough, so a grant is DECRBY and ZADD: with
+    -- TIME and HMGET, four commands. After either, one ZRANGE reads the
+    -- oldest grants with their scores, those that left the window are
+    -- given back and dropped, the TTLs renewed when due, and both times
+    -- written again. Anything else (a denial, a missing or garbled
+    -- counter, more grants to give back than read, a key of another
+    -- type) leaves the keys as they were and takes the general path below.
+    local read -- the oldest grants, read by that path: the head of a denial
+    if matched and m == 1 and typ == '0' then
+      local n = ARGV[a + 5] == '1' and 1 or tonumber(ARGV[a + 5])
+      local vkey, pkey = KEYS[o + 2], KEYS[o + 3]
+      local exit_at, renew_at = tonumber(c[5]), tonumber(c[6])
+      if exit_at and renew_at and now < exit_at and now < renew_at then
+        local r = redis.pcall('DECRBY', vkey, ARGV[a + 5])
+        if type(r) == 'number' then
+          if r >= 0 and r + n <= rate then
+            local z = redis.pcall('ZADD', pkey, 'NX', now, ARGV[a + 6])
+            if z == 1 then
+              k = k + 1
+              out[k] = r
+              break
+            end
+            redis.call('INCRBY', vkey, n)
+            if z == 0 then
+              k = k + 1
+              out[k] = r + n -- granted by an earlier send: take nothing
+              break
+            end
+          else
+            L = L or lib()
+            L.restore(vkey, r + n, n)
+          end
+        end
+      else
+        local z = redis.pcall('ZRANGE', pkey, 0, HEAD - 1, 'WITHSCORES')
+        if not z.err and #z > 0 then
+          local cutoff, gone, released = now - interval, 0, 0
+          while gone * 2 < #z and tonumber(z[gone * 2 + 2]) <= cutoff do
+            released = released + permits_of(z[gone * 2 + 1])
+            gone = gone + 1
+          end
+          -- The oldest grant left in the window was read: all that left it
+          -- were.
+          local r = gone * 2 < #z and redis.pcall('INCRBY', vkey, released - n)
+          if type(r) == 'number' then
+            local old = r + n - released
+            if r >= 0 and r + n <= rate and (old ~= 0 or redis.call('PTTL', vkey) ~= -1) then
+              if redis.call('ZADD', pkey, 'NX', now, ARGV[a + 6]) == 0 then
+                redis.call('INCRBY', vkey, n) -- granted by an earlier send
+                r = r + n
+              end
+              if gone > 0 then
+                redis.call('ZREMRANGEBYRANK', pkey, 0, gone - 1)
+              end
+              if not renew_at or now >= renew_at then
+                redis.call('PEXPIRE', KEYS[o + 1], keep)
+                redis.call('PEXPIRE', vkey, keep)
+                redis.call('PEXPIRE', pkey, keep)
+                renew_at = now + tonumber(keep) - interval
+              end
+              redis.call('HSET', KEYS[o + 1], 'exitAt', tonumber(z[gone * 2 + 2]) + interval, 'renewAt', renew_at)
+              k = k + 1
+              out[k] = r
+              break
+            end
+            L = L or lib()
+            L.restore(vkey, old, n - released)
+          end
+          if gone == 0 then
+            read = z
+          end
+        end
+      end
     end
 
     local vkey, pkey = state_keys(o, typ or '0', n_keys)
@@ -170,7 +258,7 @@ while a <= #ARGV do
     end
 
     local granted, adds = 0, {} -- permits taken, and ZADD's score-member pairs
-    local head -- the log's oldest grants, read by the first denial (see walk)
+    local head = read -- the log's oldest grants, read by the first denial (see walk)
     local live -- the permits the log holds, once summed (per-client lag check)
     for i = a + 5, after - 1, 2 do
       local n, member = tonumber(ARGV[i]), ARGV[i + 1]

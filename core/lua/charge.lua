@@ -33,7 +33,7 @@ local v, rewrite = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
 if not v then
   return { L.INVALID_CONFIG }
 end
-local changed, delta = 0, 0
+local changed, delta, written = 0, 0, false
 for i = 5, #ARGV, 3 do
   local member, at, old = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if old ~= '' then
@@ -53,10 +53,16 @@ for i = 5, #ARGV, 3 do
       redis.call('ZADD', pkey, t, member)
       delta = delta - permits_of(member)
       changed = changed + 1
+      written = true
     end
   end
 end
 if changed > 0 or rewrite then
   L.save_state(vkey, pkey, math.min(cfg[1], v + delta), L.state_ttl(0, cfg))
+end
+if written then
+  -- A grant older than the log's oldest moves acquire.lua's exitAt: taken
+  -- again on the next acquire.
+  redis.call('HDEL', KEYS[1], 'exitAt')
 end
 return { L.OK, changed }

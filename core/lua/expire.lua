@@ -3,6 +3,9 @@
 -- Reply: {0 (OK), 1 if any key changed}.
 
 local ttl, changed = tonumber(ARGV[1]), 0
+-- acquire.lua's renewAt counts on the TTLs it wrote: taken again on the
+-- next acquire. (The first key is the config hash, or of another type.)
+redis.pcall('HDEL', KEYS[1], 'renewAt')
 for i = 1, #KEYS do
   local r
   if ttl > 0 then

@@ -185,6 +185,17 @@ local function lib()
     redis.call('PEXPIRE', pkey, ttl)
   end
 
+  -- restore puts the counter vkey back to old, from old - delta, where
+  -- an acquire moved it before it took the general path: when old is 0
+  -- and the counter has no TTL, it was missing, and is again.
+  local function restore(vkey, old, delta)
+    if old == 0 and redis.call('PTTL', vkey) == -1 then
+      redis.call('DEL', vkey)
+    else
+      redis.call('INCRBY', vkey, delta)
+    end
+  end
+
   -- write_config stores cfg in the config hash. keepAlive 0 means no TTL.
   local function write_config(o, cfg)
     redis.call('HSET', KEYS[o + 1], 'rate', fmt(cfg[1]), 'interval', fmt(cfg[2]),
@@ -219,6 +230,8 @@ local function lib()
     if not v then
       return false
     end
+    -- acquire.lua's times, for the old rate: taken again on the next acquire.
+    redis.call('HDEL', KEYS[o + 1], 'exitAt', 'renewAt')
     write_config(o, new)
     save_state(vkey, pkey, v, state_ttl(o, new))
     return true
@@ -273,6 +286,7 @@ local function lib()
     argv_config = argv_config,
     state_ttl = state_ttl,
     save_state = save_state,
+    restore = restore,
     write_config = write_config,
     change_config = change_config,
     walk = walk,
