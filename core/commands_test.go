@@ -29,8 +29,7 @@ func TestAGrantIsFiveCommands(t *testing.T) {
 	var ls []*core.Limiter
 	for i := range 50 {
 		l := c.Limiter(uniqueName(t)+strconv.Itoa(i), core.WithRate(r))
-		require.True(t, tryAcquire(t, l, 1)) // a new limiter
-		require.True(t, tryAcquire(t, l, 1)) // its upkeep times written
+		require.True(t, tryAcquire(t, l, 1)) // a new limiter, with its upkeep times
 		ls = append(ls, l)
 	}
 	require.NoError(t, rdb.ConfigResetStat(bg).Err())

@@ -29,8 +29,9 @@ func keysWithoutTTL(t *testing.T, e *env, ls ...*core.Limiter) []string {
 }
 
 // A log emptied while the counter still has TTL to spare (its grants left
-// the window, Release took the last one, a rate change recounted it away)
-// is created again by the next grant, which gives it a TTL.
+// the window, Release, Refund or a Settle to 0 took the last one, a rate
+// change recounted it away) is created again by the next grant, which
+// gives it a TTL.
 func TestKeysKeepATTLWhenTheLogEmpties(t *testing.T) {
 	for _, typ := range []core.RateType{core.Overall, core.PerClient} {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -49,9 +50,23 @@ func TestKeysKeepATTLWhenTheLogEmpties(t *testing.T) {
 						require.True(t, ok)
 					},
 				}
+				var last core.Grant
+				steps["refund took the last grant"] = func(l *core.Limiter) {
+					ok, err := l.Refund(bg, last)
+					require.NoError(t, err)
+					require.True(t, ok)
+				}
+				steps["a settle to 0 took the last grant"] = func(l *core.Limiter) {
+					ok, err := l.Settle(bg, last, 0)
+					require.NoError(t, err)
+					require.True(t, ok)
+				}
 				for name, emptyLog := range steps {
 					l := e.client(t).Limiter(uniqueName(t), core.WithRate(r))
-					require.True(t, tryAcquire(t, l, 1), name)
+					res, err := l.TryAcquire(bg, 1)
+					require.NoError(t, err)
+					require.True(t, res.Allowed, name)
+					last = res.Grant
 					emptyLog(l)
 					require.True(t, tryAcquire(t, l, 1), name)
 					assert.Empty(t, keysWithoutTTL(t, e, l), name)

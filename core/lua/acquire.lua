@@ -200,7 +200,7 @@ while a <= #ARGV do
       v, rewrite, ttl, released, stale = load_state(vkey, pkey, rate, now - interval, rebuild)
       bad = v == nil
     end
-    if new_config and not bad then
+    if new_config and not bad and not fresh then
       L.write_config(o, new_config)
     end
     if bad then
@@ -348,6 +348,11 @@ while a <= #ARGV do
         redis.call('PEXPIRE', KEYS[o + 1], keep)
       end
       L.save_state(vkey, pkey, v, keep)
+    end
+    if fresh then
+      -- A new limiter's config, written last with its upkeep times: its
+      -- log holds only this call's grants, and every key has a new TTL.
+      L.write_config(o, new_config, granted > 0 and typ == '0' and { now + interval, now + tonumber(keep) - interval })
     end
   until true
   a, o = after, o + n_keys

@@ -33,7 +33,7 @@ local v, rewrite = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
 if not v then
   return { L.INVALID_CONFIG }
 end
-local changed, delta, written = 0, 0, false
+local changed, delta, written, taken = 0, 0, false, false
 for i = 5, #ARGV, 3 do
   local member, at, old = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if old ~= '' then
@@ -43,6 +43,8 @@ for i = 5, #ARGV, 3 do
       local p = permits_of(member)
       if p > 0 then
         redis.call('ZADD', pkey, score, member)
+      else
+        taken = true
       end
       delta = delta + permits_of(old) - p
       changed = changed + 1
@@ -60,7 +62,9 @@ end
 if changed > 0 or rewrite then
   L.save_state(vkey, pkey, math.min(cfg[1], v + delta), L.state_ttl(0, cfg))
 end
-if written then
+if taken and not written then
+  L.emptied(0, pkey)
+elseif written then
   -- A grant older than the log's oldest moves acquire.lua's exitAt: taken
   -- again on the next acquire.
   redis.call('HDEL', KEYS[1], 'exitAt')

@@ -196,10 +196,25 @@ local function lib()
     end
   end
 
-  -- write_config stores cfg in the config hash. keepAlive 0 means no TTL.
-  local function write_config(o, cfg)
-    redis.call('HSET', KEYS[o + 1], 'rate', fmt(cfg[1]), 'interval', fmt(cfg[2]),
-      'type', cfg[3], 'keepAliveTime', fmt(cfg[4]))
+  -- emptied notes that grants left the log pkey of the limiter at offset
+  -- o before their time: once it is empty (deleted), acquire.lua's exitAt
+  -- goes, so that the next grant writes a new log's TTL.
+  local function emptied(o, pkey)
+    if redis.call('EXISTS', pkey) == 0 then
+      redis.call('HDEL', KEYS[o + 1], 'exitAt')
+    end
+  end
+
+  -- write_config stores cfg in the config hash, with acquire.lua's
+  -- exitAt and renewAt when times holds them. keepAlive 0 means no TTL.
+  local function write_config(o, cfg, times)
+    if times then
+      redis.call('HSET', KEYS[o + 1], 'rate', fmt(cfg[1]), 'interval', fmt(cfg[2]),
+        'type', cfg[3], 'keepAliveTime', fmt(cfg[4]), 'exitAt', fmt(times[1]), 'renewAt', fmt(times[2]))
+    else
+      redis.call('HSET', KEYS[o + 1], 'rate', fmt(cfg[1]), 'interval', fmt(cfg[2]),
+        'type', cfg[3], 'keepAliveTime', fmt(cfg[4]))
+    end
     if cfg[4] > 0 then
       redis.call('PEXPIRE', KEYS[o + 1], cfg[4])
     else
@@ -287,6 +302,7 @@ local function lib()
     state_ttl = state_ttl,
     save_state = save_state,
     restore = restore,
+    emptied = emptied,
     write_config = write_config,
     change_config = change_config,
     walk = walk,

@@ -38,5 +38,8 @@ while removed < n do
     end
   end
 end
+if removed > 0 then
+  L.emptied(0, pkey)
+end
 L.save_state(vkey, pkey, math.min(cfg[1], v + removed), L.state_ttl(0, cfg))
 return { L.OK, math.min(cfg[1], v + removed) }
