@@ -193,7 +193,9 @@ func GrantMember(g Grant) string { return g.member }
 
 // Pings is the PING on a connection of its own that tells a Redis that
 // fails from a process too busy to hear it (see batcher.answers).
-func Pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool { return pings(ctx, dial) }
+func Pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool {
+	return pings(ctx, dial)
+}
 
 // LateWake is how late past a deadline a goroutine wakes when its process
 // is starved.
