@@ -72,7 +72,7 @@ func (b *batcher) do(ctx context.Context, cl *call) (bool, error) {
 	if free && direct {
 		b.busy++
 		b.mu.Unlock()
-		start, calls := time.Now(), []*call{cl}
+		start, calls := time.Now(), cl.only()
 		b.report(b.c.send(ctx, calls), start, calls, !hasDeadline)
 		b.next()
 		return true, nil

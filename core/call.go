@@ -33,6 +33,13 @@ type call struct {
 	// none, or its caller's own): its script runs before it or not at all.
 	// Set under its batcher's lock when the round trip takes it.
 	sendBy int64
+	alone  [1]*call // cl, for a round trip of its own (see only)
+}
+
+// only returns the calls of a round trip that takes cl alone.
+func (cl *call) only() []*call {
+	cl.alone[0] = cl
+	return cl.alone[:]
 }
 
 // keys returns the keys, of its limiter's five, that cl's script takes:
@@ -66,6 +73,7 @@ func (c *Client) do(ctx context.Context, cl *call) (sent bool, err error) {
 type scriptCall struct {
 	groups [][]*call
 	cmd    *redis.IntSliceCmd
+	one    [1][]*call // groups, of a script call of one group
 }
 
 // send makes one round trip for calls (see trip), inside the Client's
@@ -100,14 +108,16 @@ func callers(calls []*call) []context.Context {
 func (c *Client) trip(ctx context.Context, calls []*call) error {
 	pays := c.owed.payments(calls)
 	if len(calls) == 1 && len(pays) == 0 {
-		sc := scriptCall{groups: [][]*call{calls}}
+		sc := &scriptCall{}
+		sc.one[0] = calls
+		sc.groups = sc.one[:]
 		sc.cmd = sc.command(ctx, false)
 		_ = c.rdb.Process(ctx, sc.cmd)
 		if isNoScript(sc.cmd.Err()) {
 			sc.cmd = sc.command(ctx, true)
 			_ = c.rdb.Process(ctx, sc.cmd)
 		}
-		c.tryAgain(ctx, []*scriptCall{&sc})
+		c.tryAgain(ctx, []*scriptCall{sc})
 		err := unavailable(c.failed(deadlineError(ctx, sc.cmd.Err())))
 		sc.finish(err)
 		return roundTripFailure(err)
@@ -253,9 +263,9 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 	}
 	args := make([]any, 0, n)
 	if eval {
-		args = append(args, "eval", first.s.src)
+		args = append(args, "eval", &first.s.src)
 	} else {
-		args = append(args, "evalsha", first.s.sha)
+		args = append(args, "evalsha", &first.s.sha)
 	}
 	args = append(args, nk)
 	for _, g := range sc.groups {

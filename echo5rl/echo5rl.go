@@ -68,7 +68,7 @@ func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
 			}
-			return flow.Serve(p, exchange{c}, c)
+			return flow.Serve(p, &exchange{c: c}, c)
 		}
 	}
 }
@@ -123,22 +123,27 @@ func CostFunc(f func(*echo.Context) (int64, error)) policy.CostFunc {
 }
 
 // exchange is the policy.Exchange of an Echo request.
-type exchange struct{ c *echo.Context }
-
-func (x exchange) Native() *echo.Context          { return x.c }
-func (x exchange) Context() context.Context       { return x.c.Request().Context() }
-func (x exchange) SetContext(ctx context.Context) { x.c.SetRequest(x.c.Request().WithContext(ctx)) }
-func (x exchange) SetHeader(name, value string) {
-	native.SetHeader(x.c.Response().Header(), name, value)
+type exchange struct {
+	c       *echo.Context
+	headers native.Headers // the values of the fields the policy sets
 }
-func (x exchange) Route() (string, error)            { return native.Route(x.c.Request().Method, x.c.Path()), nil }
-func (x exchange) Header(name string) string         { return x.c.Request().Header.Get(name) }
-func (x exchange) HeaderValues(name string) []string { return x.c.Request().Header.Values(name) }
-func (x exchange) Query(name string) string          { return x.c.QueryParam(name) }
-func (x exchange) RemoteAddr() string                { return x.c.Request().RemoteAddr }
+
+func (x *exchange) Native() *echo.Context          { return x.c }
+func (x *exchange) Context() context.Context       { return x.c.Request().Context() }
+func (x *exchange) SetContext(ctx context.Context) { x.c.SetRequest(x.c.Request().WithContext(ctx)) }
+func (x *exchange) SetHeader(name, value string) {
+	x.headers.Set(x.c.Response().Header(), name, value)
+}
+func (x *exchange) Route() (string, error) {
+	return native.Route(x.c.Request().Method, x.c.Path()), nil
+}
+func (x *exchange) Header(name string) string         { return x.c.Request().Header.Get(name) }
+func (x *exchange) HeaderValues(name string) []string { return x.c.Request().Header.Values(name) }
+func (x *exchange) Query(name string) string          { return x.c.QueryParam(name) }
+func (x *exchange) RemoteAddr() string                { return x.c.Request().RemoteAddr }
 
 // Value returns c.Get(key) for a string key, else the context's value.
-func (x exchange) Value(key any) any {
+func (x *exchange) Value(key any) any {
 	if k, ok := key.(string); ok {
 		if v := x.c.Get(k); v != nil {
 			return v

@@ -62,7 +62,7 @@ func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
 			}
-			return flow.Serve(p, &exchange{c}, c)
+			return flow.Serve(p, &exchange{c: c}, c)
 		}
 	}
 }
@@ -112,13 +112,16 @@ func RateFunc(f func(echo.Context) (core.Rate, error)) policy.RateFunc {
 func CostFunc(f func(echo.Context) (int64, error)) policy.CostFunc { return native.Func("echorl", f) }
 
 // exchange is the policy.Exchange of an Echo request.
-type exchange struct{ c echo.Context }
+type exchange struct {
+	c       echo.Context
+	headers native.Headers // the values of the fields the policy sets
+}
 
 func (x *exchange) Native() echo.Context           { return x.c }
 func (x *exchange) Context() context.Context       { return x.c.Request().Context() }
 func (x *exchange) SetContext(ctx context.Context) { x.c.SetRequest(x.c.Request().WithContext(ctx)) }
 func (x *exchange) SetHeader(name, value string) {
-	native.SetHeader(x.c.Response().Header(), name, value)
+	x.headers.Set(x.c.Response().Header(), name, value)
 }
 func (x *exchange) Route() (string, error) {
 	return native.Route(x.c.Request().Method, x.c.Path()), nil

@@ -82,7 +82,7 @@ func New(p *policy.Policy, opts ...Option) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		_ = flow.Serve(p, exchange{c}, c)
+		_ = flow.Serve(p, &exchange{c: c}, c)
 	}
 }
 
@@ -111,22 +111,25 @@ func RateFunc(f func(*gin.Context) (core.Rate, error)) policy.RateFunc {
 func CostFunc(f func(*gin.Context) (int64, error)) policy.CostFunc { return native.Func("ginrl", f) }
 
 // exchange is the policy.Exchange of a gin request.
-type exchange struct{ c *gin.Context }
+type exchange struct {
+	c       *gin.Context
+	headers native.Headers // the values of the fields the policy sets
+}
 
-func (x exchange) Native() *gin.Context           { return x.c }
-func (x exchange) Context() context.Context       { return x.c.Request.Context() }
-func (x exchange) SetContext(ctx context.Context) { x.c.Request = x.c.Request.WithContext(ctx) }
-func (x exchange) SetHeader(name, value string)   { native.SetHeader(x.c.Writer.Header(), name, value) }
-func (x exchange) Route() (string, error) {
+func (x *exchange) Native() *gin.Context           { return x.c }
+func (x *exchange) Context() context.Context       { return x.c.Request.Context() }
+func (x *exchange) SetContext(ctx context.Context) { x.c.Request = x.c.Request.WithContext(ctx) }
+func (x *exchange) SetHeader(name, value string)   { x.headers.Set(x.c.Writer.Header(), name, value) }
+func (x *exchange) Route() (string, error) {
 	return native.Route(x.c.Request.Method, x.c.FullPath()), nil
 }
-func (x exchange) Header(name string) string         { return x.c.Request.Header.Get(name) }
-func (x exchange) HeaderValues(name string) []string { return x.c.Request.Header.Values(name) }
-func (x exchange) Query(name string) string          { return x.c.Query(name) }
-func (x exchange) RemoteAddr() string                { return x.c.Request.RemoteAddr }
+func (x *exchange) Header(name string) string         { return x.c.Request.Header.Get(name) }
+func (x *exchange) HeaderValues(name string) []string { return x.c.Request.Header.Values(name) }
+func (x *exchange) Query(name string) string          { return x.c.Query(name) }
+func (x *exchange) RemoteAddr() string                { return x.c.Request.RemoteAddr }
 
 // Value returns the value set with c.Set, else the request context's.
-func (x exchange) Value(key any) any {
+func (x *exchange) Value(key any) any {
 	if v, ok := x.c.Get(key); ok {
 		return v
 	}

@@ -24,7 +24,7 @@ func TestRequest(t *testing.T) {
 	)
 	engine.GET("/users/:id", func(c *gin.Context) {
 		c.Set("user", "alice")
-		got, err = key(exchange{c})
+		got, err = key(&exchange{c: c})
 	})
 	req := httptest.NewRequest(http.MethodGet, "/users/7", nil)
 	req.Header.Set("X-Tenant", "acme")

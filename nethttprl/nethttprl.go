@@ -62,9 +62,9 @@ func New(p *policy.Policy, opts ...Option) func(http.Handler) http.Handler {
 				return nil
 			},
 			Next: func(x *exchange) (int, error) {
-				sw := &writer{ResponseWriter: x.w}
-				next.ServeHTTP(sw, x.r)
-				return max(sw.status, http.StatusOK), nil
+				x.sw = writer{ResponseWriter: x.w}
+				next.ServeHTTP(&x.sw, x.r)
+				return max(x.sw.status, http.StatusOK), nil
 			},
 		}
 		if cfg.OnError != nil {
@@ -140,10 +140,13 @@ func CostFunc(f func(*http.Request) (int64, error)) policy.CostFunc {
 	return native.Func("nethttprl", f)
 }
 
-// exchange is the policy.Exchange of a net/http request.
+// exchange is the policy.Exchange of a net/http request, and what the
+// middleware keeps of it.
 type exchange struct {
-	w http.ResponseWriter
-	r *http.Request
+	w       http.ResponseWriter
+	r       *http.Request
+	sw      writer         // the response's writer, for the next handler
+	headers native.Headers // the values of the fields the policy sets
 }
 
 var errRouteUnknown = fmt.Errorf("nethttprl: %w: the request has no pattern: "+
@@ -152,7 +155,7 @@ var errRouteUnknown = fmt.Errorf("nethttprl: %w: the request has no pattern: "+
 func (x *exchange) Native() *http.Request             { return x.r }
 func (x *exchange) Context() context.Context          { return x.r.Context() }
 func (x *exchange) SetContext(ctx context.Context)    { x.r = x.r.WithContext(ctx) }
-func (x *exchange) SetHeader(name, value string)      { native.SetHeader(x.w.Header(), name, value) }
+func (x *exchange) SetHeader(name, value string)      { x.headers.Set(x.w.Header(), name, value) }
 func (x *exchange) Header(name string) string         { return x.r.Header.Get(name) }
 func (x *exchange) HeaderValues(name string) []string { return x.r.Header.Values(name) }
 func (x *exchange) Query(name string) string          { return x.r.URL.Query().Get(name) }

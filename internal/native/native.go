@@ -37,12 +37,26 @@ func Route(method, path string) string {
 	return method + " " + path
 }
 
-// SetHeader sets the field name, in canonical form, of h to value, as
-// policy.Exchange.SetHeader does: an empty value removes it.
-func SetHeader(h http.Header, name, value string) {
-	if value == "" {
+// Headers sets the response header fields of one request, as
+// policy.Exchange.SetHeader does: an adapter's exchange holds one, so that
+// the fields a decision sets take their value slices from it rather than
+// one allocation each.
+type Headers struct {
+	vals [6]string
+	n    int
+}
+
+// Set sets the field name, in canonical form, of h to value: an empty
+// value removes it.
+func (hs *Headers) Set(h http.Header, name, value string) {
+	switch {
+	case value == "":
 		delete(h, name)
-		return
+	case hs.n == len(hs.vals):
+		h[name] = []string{value}
+	default:
+		hs.vals[hs.n] = value
+		h[name] = hs.vals[hs.n : hs.n+1 : hs.n+1] // an append makes a copy
+		hs.n++
 	}
-	h[name] = []string{value}
 }
