@@ -195,16 +195,18 @@
 //
 // # Cost
 //
-// A decision is one round trip. On the allowed path of a limiter with a
-// rate in code, the script runs seven Redis commands (HMGET, TIME,
-// ZRANGEBYSCORE, GET, PTTL, ZADD and DECRBY, plus ZREMRANGEBYRANK when
-// grants left the window), whatever the rate: it reads the counter before
-// writing, so that a denial writes nothing unless it changes the state (a
-// grant that left the window, a counter rebuilt). A grant renews the keys'
-// TTLs when the log is new or its TTL is below one interval, so every key
-// lives at least one interval past each grant (after which an idle limiter
-// is full again, as if new) and at most KeepAlive past the last one. The
-// first decision of a new limiter is one round trip too.
+// A decision is one round trip. A grant on a limiter with an Overall rate
+// in code runs four Redis commands in its script (TIME, HMGET, DECRBY and
+// ZADD), whatever the rate, while no grant has left the window since the
+// limiter's last one and no TTL is due: its config hash holds when either
+// is next (exitAt and renewAt, which Redisson does not read). Otherwise
+// one ZRANGE reads the oldest grants, and those that left the window are
+// given back in the INCRBY that takes the permits. A denial leaves the
+// keys as they were (on that path, an INCRBY undoes the DECRBY). A grant
+// renews the keys' TTLs when due, so every key lives at least one interval
+// past each grant (after which an idle limiter is full again, as if new)
+// and at most KeepAlive past the last one. The first decision of a new
+// limiter is one round trip too.
 //
 // A decision's work does not grow with the log. A call gives back at most
 // 1 000 grants that left the window, the rest on later calls (a denial
