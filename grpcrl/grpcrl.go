@@ -21,6 +21,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -110,7 +111,7 @@ const unknownMethod = "unknown method"
 // serve decides a call to route with c.p, sends its fields, and serves or
 // refuses it.
 func (c *config) serve(ctx context.Context, route string, set func(context.Context, metadata.MD) error, next func(context.Context) error) error {
-	x := &call{ctx, route, metadata.MD{}}
+	x := &call{ctx: ctx, route: route, md: metadata.MD{}}
 	d := c.p.Decide(x)
 	_ = set(x.ctx, x.md)
 	if d.Err != nil {
@@ -177,19 +178,28 @@ func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInt
 }
 
 type call struct { // a call, as a policy.Exchange
-	ctx   context.Context
-	route string      // its full method, or unknownMethod
-	md    metadata.MD // the rate limit fields
+	ctx     context.Context
+	route   string         // its full method, or unknownMethod
+	md      metadata.MD    // the rate limit fields
+	headers native.Headers // their values
 }
 
 func (x *call) Context() context.Context       { return x.ctx }
 func (x *call) SetContext(ctx context.Context) { x.ctx = ctx }
-func (x *call) SetHeader(name, value string) {
-	if value == "" {
-		delete(x.md, strings.ToLower(name))
-		return
+func (x *call) SetHeader(name, value string)   { x.headers.Set(http.Header(x.md), lower(name), value) }
+
+// lowered holds the metadata keys of the header names the policies set: a
+// few, whatever the calls.
+var lowered sync.Map
+
+// lower returns name in lower case, as metadata keys are.
+func lower(name string) string {
+	if l, ok := lowered.Load(name); ok {
+		return l.(string)
 	}
-	x.md[strings.ToLower(name)] = []string{value}
+	l := strings.ToLower(name)
+	lowered.Store(name, l)
+	return l
 }
 func (x *call) Route() (string, error)         { return x.route, nil }
 func (x *call) Header(k string) string         { return cmp.Or(x.HeaderValues(k)...) }
