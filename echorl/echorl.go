@@ -74,12 +74,13 @@ func committed(c echo.Context) func() bool { return func() bool { return c.Respo
 // status is the response status of a request whose handler returned err:
 // the status written, or the one Echo's error handler will write.
 func status(c echo.Context, err error) int {
-	if he := (*echo.HTTPError)(nil); !c.Response().Committed && errors.As(err, &he) {
-		return he.Code
-	} else if !c.Response().Committed && err != nil {
-		return http.StatusInternalServerError
+	if err == nil || c.Response().Committed {
+		return c.Response().Status
 	}
-	return c.Response().Status
+	if he := (*echo.HTTPError)(nil); errors.As(err, &he) {
+		return he.Code
+	}
+	return http.StatusInternalServerError
 }
 
 // problem is the Message of the *echo.HTTPError of a refusal: its JSON is
