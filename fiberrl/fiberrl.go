@@ -75,12 +75,13 @@ func wrote(c *fiber.Ctx) func() bool {
 // next runs the rest of the chain and returns the response's status.
 func next(c *fiber.Ctx) (int, error) {
 	err := c.Next()
+	if err == nil {
+		return c.Response().StatusCode(), nil
+	}
 	if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
 		return fe.Code, err
-	} else if err != nil {
-		return fiber.StatusInternalServerError, err
 	}
-	return c.Response().StatusCode(), nil
+	return fiber.StatusInternalServerError, err
 }
 
 // hold makes done run once the connection that the handler hijacked (a
