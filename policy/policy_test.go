@@ -75,6 +75,18 @@ func mini(t *testing.T, opts ...core.Option) (*core.Client, *miniredis.Miniredis
 	t.Cleanup(func() { _ = rdb.Close() })
 	c, err := core.New(rdb, opts...)
 	require.NoError(t, err)
+	// The first call of each script on a new miniredis costs it tens of
+	// milliseconds (its Lua state made) under the race detector, more on a
+	// busy machine: past a policy's 100 ms, a test's first decision would
+	// be the fallback's. Made here, on names no test uses.
+	ctx := context.Background()
+	_, err = c.Limiter("warm-up", core.WithRate(core.PerSecond(1))).TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	_, err = c.Limiter("warm-up-quota", core.WithQuota(core.Quota{Limit: 1, Period: core.Day})).TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	_, _, err = c.Semaphore("warm-up-slots", core.WithPermits(1)).TryAcquire(ctx, 1, time.Second)
+	require.NoError(t, err)
+	mr.FlushAll()
 	return c, mr
 }
 
