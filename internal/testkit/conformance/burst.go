@@ -66,7 +66,7 @@ var burstGlobal = core.PerMinute(100)
 func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteAddr string)) http.Handler) {
 	redistest.Need(t)
 	rdb := redistest.Shared(t).Client(t)
-	refunded := &refundLog{members: map[string]bool{}}
+	refunded := &refundLog{members: map[string]int64{}}
 	rdb.AddHook(refunded)
 	for _, failure := range []Failure{FailDefault, FailOpen} {
 		name := map[Failure]string{FailDefault: "default", FailOpen: "fail open"}[failure]
@@ -203,19 +203,30 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 			gl := newGrantLog(rdb, prefix, "global", burstGlobal.Interval, addrs)
 			// Read here, not in assert.Eventually's goroutine, which may
 			// outlive its timeout.
-			var wrong []string
+			var wrong, late []string
 			for deadline := time.Now().Add(burstSettle); ; time.Sleep(100 * time.Millisecond) {
 				gl.read(t)
-				wrong = wrong[:0]
+				wrong, late = wrong[:0], late[:0]
 				for _, ip := range addrs {
 					n := gl.current(t, ip)
 					if n > int64(served[ip]) || failure != FailOpen && n != int64(served[ip]) {
+						// A grant that Redis wrote after its refund was sent
+						// (by Redis's clock, the score): beyond the wait the
+						// refund makes, which the docs bound.
+						if b := refunded.before(gl, ip); n > int64(served[ip]) && n-int64(served[ip]) <= int64(b) {
+							late = append(late, fmt.Sprintf("%s: %d in the log, %d served, %d written after their refunds", ip, n, served[ip], b))
+							continue
+						}
 						wrong = append(wrong, fmt.Sprintf("%s: %d in the log, %d served", ip, n, served[ip]))
 					}
 				}
-				if len(wrong) == 0 || time.Now().After(deadline) {
+				if len(wrong) == 0 && len(late) == 0 || time.Now().After(deadline) {
 					break
 				}
+			}
+			if len(late) > 0 {
+				t.Logf("grants of refused requests that Redis wrote after their refunds were sent, so late that no refund waits for them (%d addresses): %v",
+					len(late), late[:min(len(late), 10)])
 			}
 			if len(wrong) > 0 {
 				t.Errorf("the global logs hold the served requests' grants within %v, but for %d addresses: %v",
@@ -244,14 +255,15 @@ type grantLog struct {
 	interval time.Duration
 	keys     map[string]string // address -> its log's key
 	grants   map[string]map[string]int64
-	gone     map[string]map[string]bool // given back: left the log before its window passed
-	last     map[string]int64           // address -> permits in its log at the last read
-	refunded *refundLog                 // the grants given back, if known
+	gone     map[string]map[string]bool  // given back: left the log before its window passed
+	last     map[string]int64            // address -> permits in its log at the last read
+	present  map[string]map[string]int64 // address -> the members in its log at the last read, and their scores
+	refunded *refundLog                  // the grants given back, if known
 }
 
 func newGrantLog(rdb redis.UniversalClient, prefix, policyName string, interval time.Duration, addrs []string) *grantLog {
 	g := &grantLog{rdb: rdb, interval: interval, keys: map[string]string{}, grants: map[string]map[string]int64{},
-		gone: map[string]map[string]bool{}, last: map[string]int64{}}
+		gone: map[string]map[string]bool{}, last: map[string]int64{}, present: map[string]map[string]int64{}}
 	for _, ip := range addrs {
 		g.keys[ip] = "{" + prefix + policyName + ":" + keyfunc.Escape(ip) + "}:permits"
 		g.grants[ip] = map[string]int64{}
@@ -290,23 +302,24 @@ func (g *grantLog) read(t *testing.T) {
 	now := v[0].(int64)
 	for i, ip := range ips {
 		var permits int64
-		present := map[string]bool{}
+		present := map[string]int64{}
 		zs := v[i+1].([]any)
 		for j := 0; j+1 < len(zs); j += 2 {
 			m := zs[j].(string)
 			score, _ := strconv.ParseFloat(zs[j+1].(string), 64)
-			present[m] = true
+			present[m] = int64(score)
 			g.grants[ip][m] = int64(score)
 			if len(m) == 21 {
 				permits += int64(m[17]) | int64(m[18])<<8 | int64(m[19])<<16 | int64(m[20])<<24
 			}
 		}
 		for m, at := range g.grants[ip] {
-			if !present[m] && now < at+g.interval.Milliseconds() {
+			if _, ok := present[m]; !ok && now < at+g.interval.Milliseconds() {
 				g.gone[ip][m] = true // refunded: the grant of a call answered too late
 			}
 		}
 		g.last[ip] = permits
+		g.present[ip] = present
 	}
 }
 
@@ -329,7 +342,7 @@ func (g *grantLog) times(ip string) []int64 {
 // this process is too busy to read often: the member says it for sure.
 type refundLog struct {
 	mu      sync.Mutex
-	members map[string]bool
+	members map[string]int64 // member -> when its first refund was sent, unix ms
 }
 
 func (r *refundLog) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -364,7 +377,9 @@ func (r *refundLog) note(cmd redis.Cmder) {
 		old, ok3 := args[i+2].(string)
 		if ok1 && ok2 && ok3 && len(settled) == 21 && empty == "" && len(old) == 21 && settled[17:] == "\x00\x00\x00\x00" {
 			r.mu.Lock()
-			r.members[old] = true
+			if _, ok := r.members[old]; !ok {
+				r.members[old] = time.Now().UnixMilli()
+			}
 			r.mu.Unlock()
 		}
 	}
@@ -373,5 +388,23 @@ func (r *refundLog) note(cmd redis.Cmder) {
 func (r *refundLog) has(member string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.members[member]
+	_, ok := r.members[member]
+	return ok
+}
+
+// before returns how many of an address's grants in log g, as last read,
+// were written by a script that Redis ran after the grant's refund was
+// sent: a call whose script Redis ran later than the refund waits for
+// (lateScripts in core: two seconds, or past its round trip's deadline and
+// a second more), which only a starved Redis does.
+func (r *refundLog) before(g *grantLog, ip string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for m, at := range g.present[ip] {
+		if sent, ok := r.members[m]; ok && at > sent {
+			n++
+		}
+	}
+	return n
 }
