@@ -173,11 +173,14 @@ func runDistWorker(spec string) int {
 	interval := time.Duration(cfg.IntervalMS) * time.Millisecond
 	r := core.Rate{Type: cfg.Type, Permits: cfg.Permits, Interval: interval}
 	l := client.Limiter(cfg.Name, core.WithRate(r))
-	offset, err := serverClockOffset(rdb)
+	offset, within, err := serverClockOffset(rdb)
 	if err != nil {
 		return fail("redis time: %v", err)
 	}
 	serverNow := func() time.Time { return time.Now().Add(offset) }
+	// A cache denial is timed to a ms when it was made that far inside
+	// one, by the server's clock as measured.
+	clearance := max(200*time.Microsecond, within)
 
 	// Warm up, on a limiter of its own: connections, the script in Redis's
 	// cache, the goroutines. Without this, under the race detector the
@@ -217,7 +220,7 @@ func runDistWorker(spec string) int {
 		rec := &recs[g]
 		rec.denied, rec.cached = map[int64][2]int64{}, map[int64]int64{}
 		rng := rand.New(rand.NewPCG(uint64(cfg.Worker), uint64(g)))
-		wg.Go(func() { rec.loop(l, rng, cfg.Permits, interval, time.UnixMilli(run.End), serverNow) })
+		wg.Go(func() { rec.loop(l, rng, cfg.Permits, interval, time.UnixMilli(run.End), serverNow, clearance) })
 	}
 	wg.Wait()
 
@@ -263,23 +266,24 @@ func runDistWorker(spec string) int {
 }
 
 // serverClockOffset returns how far Redis TIME is ahead of the local clock,
-// measured on the fastest of a few round trips.
-func serverClockOffset(rdb *redis.Client) (time.Duration, error) {
+// measured on the fastest of a few round trips, and within how much: half
+// that round trip.
+func serverClockOffset(rdb *redis.Client) (time.Duration, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	best, offset := time.Duration(-1), time.Duration(0)
-	for range 5 {
+	for range 20 {
 		sent := time.Now()
 		st, err := rdb.Time(ctx).Result()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		rtt := time.Since(sent)
 		if best < 0 || rtt < best {
 			best, offset = rtt, st.Sub(sent.Add(rtt/2))
 		}
 	}
-	return offset, nil
+	return offset, best / 2, nil
 }
 
 // distRecorder is one worker goroutine and what it saw.
@@ -300,7 +304,7 @@ type distRecorder struct {
 // that comes back, which on a small machine slows down every process (and
 // Redis) enough to leave permits unused. Every call gets a context that
 // never ends, so that no call is abandoned after Redis granted it unseen.
-func (rec *distRecorder) loop(l *core.Limiter, rng *rand.Rand, limit int64, interval time.Duration, end time.Time, serverNow func() time.Time) {
+func (rec *distRecorder) loop(l *core.Limiter, rng *rand.Rand, limit int64, interval time.Duration, end time.Time, serverNow func() time.Time, clearance time.Duration) {
 	for {
 		before := serverNow()
 		if !before.Before(end) {
@@ -335,11 +339,11 @@ func (rec *distRecorder) loop(l *core.Limiter, rng *rand.Rand, limit int64, inte
 		default:
 			rec.nCached++
 			// The cache decided between before and after: keep it when both
-			// are in one ms, well clear of its edges (the clocks agree to
-			// within the round trip the offset was measured on).
+			// are in one ms, clear of its edges by more than the clocks may
+			// disagree (half the round trip the offset was measured on).
 			after := serverNow()
-			b, a := before.UnixMicro(), after.UnixMicro()
-			if ms := b / 1000; a/1000 == ms && b%1000 >= 200 && a%1000 < 800 {
+			b, a, c := before.UnixMicro(), after.UnixMicro(), clearance.Microseconds()
+			if ms := b / 1000; a/1000 == ms && b%1000 >= c && a%1000 < 1000-c {
 				if m, ok := rec.cached[ms]; !ok || n < m {
 					rec.cached[ms] = n
 				}
