@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,8 +76,8 @@ func TestQuotaRefusesUntilTheBoundary(t *testing.T) {
 }
 
 // A quota's counter takes the same memory whatever its limit and however
-// many grants it counted: at most 200 bytes (MEMORY USAGE) after 100 000
-// grants, with settles and refunds among them.
+// many grants it counted: at most 200 bytes (MEMORY USAGE, jemalloc) after
+// 100 000 grants, with settles and refunds among them.
 func TestQuotaMemoryPerKey(t *testing.T) {
 	runRedis(t, func(t *testing.T, e *env) {
 		c := e.client(t, core.WithDenialCache(0))
@@ -109,8 +110,17 @@ func TestQuotaMemoryPerKey(t *testing.T) {
 		require.NoError(t, err)
 		v, err := e.rdb.Get(bg, quotaKey(l)).Result()
 		require.NoError(t, err)
-		t.Logf("key %q: %d bytes (MEMORY USAGE), its value %d bytes", quotaKey(l), n, len(v))
-		assert.LessOrEqual(t, n, int64(200))
+		// MEMORY USAGE counts what the allocator hands out: Redis's
+		// jemalloc; a server built with libc malloc (the Valkey of CI)
+		// rounds the same key up to 16 bytes more.
+		mem, err := e.rdb.InfoMap(bg, "memory").Result()
+		require.NoError(t, err)
+		allocator, most := mem["Memory"]["mem_allocator"], int64(200)
+		if strings.HasPrefix(allocator, "libc") {
+			most += 16
+		}
+		t.Logf("key %q: %d bytes (MEMORY USAGE, %s), its value %d bytes", quotaKey(l), n, allocator, len(v))
+		assert.LessOrEqual(t, n, most)
 	})
 }
 
