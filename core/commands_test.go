@@ -18,11 +18,7 @@ import (
 // next upkeep is due), DECRBY and ZADD. Counted by Redis, in INFO
 // commandstats.
 func TestAGrantIsFiveCommands(t *testing.T) {
-	redistest.Need(t)
-	s, err := redistest.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Stop() })
-	rdb := s.Client(t)
+	rdb := redistest.Own(t)
 	c, err := core.New(rdb)
 	require.NoError(t, err)
 	r := core.PerMinute(1_000)

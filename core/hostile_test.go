@@ -70,11 +70,7 @@ func commandCalls(t testing.TB, rdb redis.UniversalClient) map[string]int64 {
 // walked the log until the cost was covered: one read per 1 000 grants).
 // Its retry time is never early: exact here, every grant holding a permit.
 func TestDenialWorkDoesNotGrowWithTheLog(t *testing.T) {
-	redistest.Need(t)
-	s, err := redistest.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Stop() })
-	rdb := s.Client(t)
+	rdb := redistest.Own(t)
 	c, err := core.New(rdb, core.WithDenialCache(0))
 	require.NoError(t, err)
 	r := core.PerMinute(10_000)
@@ -254,11 +250,7 @@ func TestAFullRedisIsUnavailable(t *testing.T) {
 //
 //	go test -run '^$' -bench BenchmarkHostileDenials -benchtime 2000x ./core/
 func BenchmarkHostileDenials(b *testing.B) {
-	redistest.Need(b)
-	s, err := redistest.Start()
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = s.Stop() })
-	rdb := s.Client(b)
+	rdb := redistest.Own(b)
 	c, err := core.New(rdb, core.WithDenialCache(0))
 	require.NoError(b, err)
 	scriptTime := func() (calls, usec int64) {

@@ -279,11 +279,7 @@ const churnMemoryDelta = 256 << 10
 // them when the last key was gone, and returns the keys per second
 // reached.
 func ChurnMemory(t *testing.T, a Adapter, n, workers int) float64 {
-	redistest.Need(t)
-	s, err := redistest.Start()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Stop() })
-	rdb := s.Client(t)
+	rdb := redistest.Own(t)
 	c, err := core.New(rdb)
 	require.NoError(t, err)
 	window := 200 * time.Millisecond

@@ -157,6 +157,20 @@ type Server struct {
 	done chan struct{}
 }
 
+// Own starts a redis-server of t's own (args as Start takes them), stops it
+// when t ends, and returns a client of it; t is skipped, or fails when
+// Redis is required, where redis-server is not installed.
+func Own(t testing.TB, args ...string) *redis.Client {
+	t.Helper()
+	Need(t)
+	s, err := Start(args...)
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s.Client(t)
+}
+
 // Start starts a redis-server on a free port with persistence off. Extra
 // arguments are passed on its command line (e.g. "--maxmemory", "1mb").
 func Start(args ...string) (*Server, error) {
