@@ -33,7 +33,8 @@ type call struct {
 	// none, or its caller's own): its script runs before it or not at all.
 	// Set under its batcher's lock when the round trip takes it.
 	sendBy int64
-	alone  [1]*call // cl, for a round trip of its own (see only)
+	alone  [1]*call   // cl, for a round trip of its own (see only)
+	own    scriptCall // cl's script call, in a round trip of its own
 }
 
 // only returns the calls of a round trip that takes cl alone.
@@ -74,6 +75,7 @@ type scriptCall struct {
 	groups [][]*call
 	cmd    *redis.IntSliceCmd
 	one    [1][]*call // groups, of a script call of one group
+	argv   [16]any    // backs the command's arguments when they fit
 }
 
 // send makes one round trip for calls (see trip), inside the Client's
@@ -108,7 +110,7 @@ func callers(calls []*call) []context.Context {
 func (c *Client) trip(ctx context.Context, calls []*call) error {
 	pays := c.owed.payments(calls)
 	if len(calls) == 1 && len(pays) == 0 {
-		sc := &scriptCall{}
+		sc := &calls[0].own
 		sc.one[0] = calls
 		sc.groups = sc.one[:]
 		sc.cmd = sc.command(ctx, false)
@@ -261,7 +263,10 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 	} else {
 		n += len(first.args)
 	}
-	args := make([]any, 0, n)
+	args := sc.argv[:0]
+	if n > len(sc.argv) {
+		args = make([]any, 0, n)
+	}
 	if eval {
 		args = append(args, "eval", &first.s.src)
 	} else {

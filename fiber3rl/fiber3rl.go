@@ -16,6 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/gofiber/utils/v2"
@@ -85,14 +87,14 @@ func next(c fiber.Ctx) (int, error) {
 	return fiber.StatusInternalServerError, err
 }
 
-// hold makes done run once the connection that the handler hijacked (a
-// WebSocket) is over: fasthttp closes a request's io.Closer values then.
-func hold(c fiber.Ctx, done func()) bool {
+// hold returns, when the handler hijacked the connection (a WebSocket),
+// what makes done run once that is over (fasthttp closes a request's
+// io.Closer values then); nil for a request served as usual.
+func hold(c fiber.Ctx) func(done func()) {
 	if !c.RequestCtx().Hijacked() {
-		return false
+		return nil
 	}
-	c.RequestCtx().SetUserValue(heldKey{}, closer(done))
-	return true
+	return func(done func()) { c.RequestCtx().SetUserValue(heldKey{}, closer(done)) }
 }
 
 type heldKey struct{}
@@ -140,6 +142,15 @@ func (x exchange) SetHeader(name, value string) {
 func (x exchange) Header(name string) string { return x.c.Get(name) }
 func (x exchange) Query(name string) string  { return x.c.Query(name) }
 func (x exchange) RemoteAddr() string        { return x.c.RequestCtx().RemoteAddr().String() }
+
+// RemoteAddrPort gives keyfunc.IP the peer's address as fasthttp holds
+// it; a peer that is not TCP gives none (keyfunc.IP reads RemoteAddr).
+func (x exchange) RemoteAddrPort() netip.AddrPort {
+	if a, ok := x.c.RequestCtx().RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
+}
 
 // Route returns the method and template of the route whose handlers run.
 // Until the router matches a route, as in app.Use, c.FullPath() is the

@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"reflect"
 
 	"github.com/gofiber/fiber/v2"
@@ -84,14 +86,14 @@ func next(c *fiber.Ctx) (int, error) {
 	return fiber.StatusInternalServerError, err
 }
 
-// hold makes done run once the connection that the handler hijacked (a
-// WebSocket) is over: fasthttp closes a request's io.Closer values then.
-func hold(c *fiber.Ctx, done func()) bool {
+// hold returns, when the handler hijacked the connection (a WebSocket),
+// what makes done run once that is over (fasthttp closes a request's
+// io.Closer values then); nil for a request served as usual.
+func hold(c *fiber.Ctx) func(done func()) {
 	if !c.Context().Hijacked() {
-		return false
+		return nil
 	}
-	c.Context().SetUserValue(heldKey{}, closer(done))
-	return true
+	return func(done func()) { c.Context().SetUserValue(heldKey{}, closer(done)) }
 }
 
 type heldKey struct{}
@@ -139,7 +141,16 @@ func (x exchange) SetHeader(name, value string) {
 func (x exchange) Header(name string) string { return x.c.Get(name) }
 func (x exchange) Query(name string) string  { return x.c.Query(name) }
 func (x exchange) RemoteAddr() string        { return x.c.Context().RemoteAddr().String() }
-func (x exchange) Value(key any) any         { return x.c.Locals(key) }
+
+// RemoteAddrPort gives keyfunc.IP the peer's address as fasthttp holds
+// it; a peer that is not TCP gives none (keyfunc.IP reads RemoteAddr).
+func (x exchange) RemoteAddrPort() netip.AddrPort {
+	if a, ok := x.c.Context().RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+func (x exchange) Value(key any) any { return x.c.Locals(key) }
 
 // Route returns the method and template of the route whose handlers run
 // (app.Get's route answers HEAD too, as the route "HEAD /path"), unless

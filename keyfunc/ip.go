@@ -101,7 +101,7 @@ func IP(opts ...IPOption) KeyFunc {
 	}
 	kind := kindOf(c.header)
 	return func(r Request) (string, error) {
-		peer, ok := parseNode(r.RemoteAddr(), false)
+		peer, ok := peerOf(r)
 		if !ok {
 			return "", errBadPeer
 		}
@@ -115,6 +115,19 @@ func IP(opts ...IPOption) KeyFunc {
 		}
 		return addrKey(addr, c.v4bits, c.v6bits), nil
 	}
+}
+
+// peerOf returns the address of r's TCP peer. A Request whose framework
+// holds the peer parsed (fasthttp) may give it as a netip.AddrPort, with
+// no string made and parsed again; an invalid one falls back to
+// RemoteAddr.
+func peerOf(r Request) (netip.Addr, bool) {
+	if p, ok := r.(interface{ RemoteAddrPort() netip.AddrPort }); ok {
+		if a := p.RemoteAddrPort().Addr(); a.IsValid() {
+			return a.WithZone("").Unmap(), true
+		}
+	}
+	return parseNode(r.RemoteAddr(), false)
 }
 
 // clientIP returns the address of the client of a request that arrived

@@ -100,9 +100,25 @@ func TestIPKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, key(t, keyfunc.IP(tt.opts...), newReq(tt.peer)))
+			// The same peer given parsed, as the fiber adapters give it:
+			// RemoteAddr is not read.
+			if ap, err := netip.ParseAddrPort(tt.peer); err == nil {
+				assert.Equal(t, tt.want, key(t, keyfunc.IP(tt.opts...), portReq{newReq("not read"), ap}))
+			}
 		})
 	}
+	t.Run("no parsed peer", func(t *testing.T) {
+		assert.Equal(t, "192.0.2.1", key(t, keyfunc.IP(), portReq{newReq("192.0.2.1:1"), netip.AddrPort{}}))
+	})
 }
+
+// portReq gives its peer parsed too, as a fasthttp adapter does.
+type portReq struct {
+	*fakeReq
+	peer netip.AddrPort
+}
+
+func (r portReq) RemoteAddrPort() netip.AddrPort { return r.peer }
 
 func TestIPv6Grouping(t *testing.T) {
 	fn := keyfunc.IP()

@@ -22,8 +22,9 @@ type Flow[C any] struct {
 	Next func(C) (status int, err error)
 	// Hold, when not nil, reports whether the handler handed the
 	// connection over, to be served after Next returned (fasthttp's
-	// Hijack: a WebSocket), and then calls done once that ends.
-	Hold func(c C, done func()) bool
+	// Hijack: a WebSocket): it then returns a function that arranges for
+	// done to be called once that ends; else nil.
+	Hold func(c C) (onEnd func(done func()))
 }
 
 // Serve applies p to the request c, which x presents to the policy: it
@@ -54,9 +55,16 @@ func (f *Flow[C]) Serve(p *policy.Policy, x policy.Exchange, c C) error {
 	}()
 	status, err := f.Next(c)
 	served = true
-	if f.Hold == nil || !f.Hold(c, func() { d.Done(status) }) {
-		d.Done(status)
+	if f.Hold != nil {
+		if onEnd := f.Hold(c); onEnd != nil {
+			// Only a connection handed over moves the decision to the
+			// heap: every other request keeps it on the stack.
+			held := d
+			onEnd(func() { held.Done(status) })
+			return err
+		}
 	}
+	d.Done(status)
 	return err
 }
 
