@@ -112,27 +112,27 @@ func TestMarkdown(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"## Targets",
-		"| Allowed path (a), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **0.50×** (p=0.002): " +
+		"| Allowed path (a), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **0.50×** [0.49, 0.52] (p=0.002): " +
 			"redlimit 20 000 [19 500, 20 500]/s vs redis_rate 40 000 [39 000, 41 000]/s; " +
-			"redlimit (no coalescing): 0.30× (p=0.002), 12 000 [11 700, 12 300]/s; redlimit (no denial cache): 0.38× (p=0.002), 15 000 [14 625, 15 375]/s |",
-		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** (p=0.002): " +
+			"redlimit (no coalescing): 0.30× [0.29, 0.31] (p=0.002), 12 000 [11 700, 12 300]/s; redlimit (no denial cache): 0.38× [0.36, 0.39] (p=0.002), 15 000 [14 625, 15 375]/s |",
+		"| Allowed path (a), 64 callers, pool = callers: redlimit ÷ fastest peer, decisions/s | **0.60×** [0.58, 0.62] (p=0.002): " +
 			"redlimit 30 000 [29 250, 30 750]/s vs redis_rate 50 000 [48 750, 51 250]/s;",
-		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×** (p=0.002)",
+		"| Denied hot key (b), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | **50.00×** [48.54, 51.51] (p=0.002)",
 		"| New keys (f), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in httprate-redis) |",
 		"| Hot key allowed (g), 64 callers, default pool: redlimit ÷ fastest peer, decisions/s | n/a (errors in ulule/limiter) |",
 		"| Hot key allowed (g), 64 callers: redlimit ÷ redis_rate, script µs per decision (target ≤ 1.00×) | " +
-			"**0.75×** (p=0.002): 6.00 [6.00, 6.00] µs vs 8.00 [8.00, 8.00] µs |",
+			"**0.75×** [0.75, 0.75] (p=0.002): 6.00 [6.00, 6.00] µs vs 8.00 [8.00, 8.00] µs |",
 		"| Redis capacity, many keys (a, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | " +
 			"redlimit **80 000 [80 000, 80 000]**; redlimit (no coalescing) 80 000 [80 000, 80 000]; redlimit (no denial cache) 80 000 [80 000, 80 000]; " +
 			"redis_rate 80 000 [80 000, 80 000]; ulule/limiter 80 000 [80 000, 80 000]; httprate-redis 80 000 [80 000, 80 000]; floor 80 000 [80 000, 80 000] |",
 		"| Redis capacity, hot key (g, 64 callers, default pool): decisions/s one Redis core could serve (1e6 ÷ Redis CPU µs/dec) | ",
 		"ulule/limiter n/a (errors in ulule/limiter)",
 		"| Script cost (s): redlimit's acquire ÷ the straight-line script (target ≤ 1.10×), Redis script µs per decision | " +
-			"**1.20×** (p=0.002): 12.00 [12.00, 12.00] µs vs 10.00 [10.00, 10.00] µs; beyond return 1 called the same way (medians): 8.00 µs vs 8.00 µs |",
+			"**1.20×** [1.20, 1.20] (p=0.002): 12.00 [12.00, 12.00] µs vs 10.00 [10.00, 10.00] µs; beyond return 1 called the same way (medians): 8.00 µs vs 8.00 µs |",
 		"| Script cost (s): redlimit's acquire ÷ redis_rate's script (target ≤ 1.50×), Redis script µs per decision | " +
-			"**1.33×** (p=0.002): 12.00 [12.00, 12.00] µs vs 9.00 [9.00, 9.00] µs;",
-		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** (p=0.002): 50.0 [48.8, 51.2] µs vs 20.0 [19.5, 20.5] µs |",
-		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** (p=0.015): 52.0 [50.7, 53.3] µs vs 50.0 [48.8, 51.2] µs |",
+			"**1.33×** [1.33, 1.33] (p=0.002): 12.00 [12.00, 12.00] µs vs 9.00 [9.00, 9.00] µs;",
+		"| One caller p50 (a, default pool): redlimit ÷ floor | **2.50×** [2.43, 2.58] (p=0.002): 50.0 [48.8, 51.2] µs vs 20.0 [19.5, 20.5] µs |",
+		"p50 at 100 000 ÷ p50 at 10 permits (d), 1 caller: redlimit (no denial cache) | **1.04×** [1.01, 1.07] (p=0.015): 52.0 [50.7, 53.3] µs vs 50.0 [48.8, 51.2] µs |",
 		"net/http, redlimit (Redis), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | **+99.0 µs**, **+99.0 µs**, **+50.0 allocs**",
 		"beyond the core decision (a, 1 caller: 50.0 µs mean, 20.0 allocs): +49.0 µs, +30.0 allocs",
 		"redlimit (memory core), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework | not measured in this run",
@@ -149,17 +149,17 @@ func TestMarkdown(t *testing.T) {
 		"| g | redlimit (no coalescing) | 64 | EVALSHA 1.00, GET 1.00, SET 0.001 |",
 		"| redlimit | 448 | 440 |",
 		"| redlimit (no denial cache) | 100 000 | 13 000 000 | 130.0 | 12 000 000 | 120.0 | 120 |",
-		"| redlimit (no denial cache) | 1.04× (p=0.015) | 1.04× (p=0.015) | 1.04× (p=0.015) |",
+		"| redlimit (no denial cache) | 1.04× [1.01, 1.07] (p=0.015) | 1.04× [1.01, 1.07] (p=0.015) | 1.04× [1.01, 1.07] (p=0.015) |",
 		"| gin | redlimit (Redis) | 1 | 10 000 [9 750, 10 250] | 100.0 [97.5, 102.5] µs | 200.0 [195.0, 205.0] µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
-		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 1.00 | 2.00 [2.00, 2.00] | +0.00 | 0.20× (p=0.002) | 3.00 | 0 |",
+		"| return 1 | pipelines of 32 EVALSHA | 32 000 | 1.00 | 2.00 [2.00, 2.00] | +0.00 | 0.20× [0.20, 0.20] (p=0.002) | 3.00 | 0 |",
 		"| straight-line (Redisson layout) | pipelines of 32 EVALSHA | 32 000 | 1.00 | 10.00 [10.00, 10.00] | +8.00 | – | 3.00 | 0 |",
-		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 0.50 | 12.00 [12.00, 12.00] | +8.00 | 1.20× (p=0.002) | 1.50 | 0 |",
-		"| redlimit's settle, 2 → 3 permits (above the reservation) | the library, 64 goroutines | 1 000 | 1.00 | 7.50 [7.50, 7.50] | +3.50 | 0.75× (p=0.002) | 3.00 | 0 |",
+		"| redlimit's acquire | the library, 64 goroutines | 1 000 | 0.50 | 12.00 [12.00, 12.00] | +8.00 | 1.20× [1.20, 1.20] (p=0.002) | 1.50 | 0 |",
+		"| redlimit's settle, 2 → 3 permits (above the reservation) | the library, 64 goroutines | 1 000 | 1.00 | 7.50 [7.50, 7.50] | +3.50 | 0.75× [0.75, 0.75] (p=0.002) | 3.00 | 0 |",
 		"| After a decision (s): redlimit's settle and refund, Redis script µs per call, next to its acquire's | " +
 			"acquire **12.00 [12.00, 12.00] µs** per decision (24.00 [24.00, 24.00] µs per script call); settle 2 → 1 permits **7.00 [7.00, 7.00] µs**; " +
 			"settle 2 → 3 permits **7.50 [7.50, 7.50] µs**; refund: n/a (errors in redlimit's refund (2 permits)) |",
 		"| gRPC | redlimit (Redis) | 1 | 10 000 [9 750, 10 250] | 100.0 [97.5, 102.5] µs | 200.0 [195.0, 205.0] µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
-		"| floor | the library, 64 goroutines | 1 000 | 1.00 | 4.00 [4.00, 4.00] | +0.00 | 0.40× (p=0.002) | 3.00 | 0 |",
+		"| floor | the library, 64 goroutines | 1 000 | 1.00 | 4.00 [4.00, 4.00] | +0.00 | 0.40× [0.40, 0.40] (p=0.002) | 3.00 | 0 |",
 		"Each figure is the median of 6 runs with its confidence interval in brackets",
 		"- a note",
 	} {

@@ -76,19 +76,93 @@ func compare(a, b []float64) comparison {
 	return comparison{P: c.P, Significant: c.P < c.Alpha}
 }
 
+// ratioInterval returns the confidence interval, at least confidence, of
+// the ratio of a's distribution to b's, distribution-free: the
+// Hodges-Lehmann interval of the runs' pairwise ratios a[i]/b[j], whose
+// ends are the k-th smallest and k-th largest of them, k the least number
+// of pairs below which the U statistic falls with probability at most
+// (1-confidence)/2. It leaves out 1 exactly when the U test tells a from b
+// at alpha (without ties). ok is false when the runs are too few for one.
+func ratioInterval(a, b []float64) (lo, hi float64, ok bool) {
+	k := uCritical(len(a), len(b), (1-confidence)/2)
+	if k < 1 {
+		return 0, 0, false
+	}
+	rs := make([]float64, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			if y == 0 {
+				return 0, 0, false
+			}
+			rs = append(rs, x/y)
+		}
+	}
+	slices.Sort(rs)
+	return rs[k-1], rs[len(rs)-k], true
+}
+
+// uCritical returns the largest k such that the U statistic of samples of
+// n and m runs drawn from one distribution is below k with probability at
+// most p: the exact null distribution, counted over the orders of the n+m
+// runs. It returns 0 when even U = 0 is more likely than p.
+func uCritical(n, m int, p float64) int {
+	if n == 0 || m == 0 {
+		return 0
+	}
+	// ways[i][j][u]: orders of i and j runs with U = u, built up one run
+	// at a time (the largest run comes from one side or the other).
+	ways := make([][][]float64, n+1)
+	for i := range ways {
+		ways[i] = make([][]float64, m+1)
+		for j := range ways[i] {
+			ways[i][j] = make([]float64, i*j+1)
+			if i == 0 || j == 0 {
+				ways[i][j][0] = 1
+				continue
+			}
+			for u := range ways[i][j] {
+				if u >= j {
+					ways[i][j][u] += ways[i-1][j][u-j]
+				}
+				if u < len(ways[i][j-1]) {
+					ways[i][j][u] += ways[i][j-1][u]
+				}
+			}
+		}
+	}
+	total := 0.0
+	for _, w := range ways[n][m] {
+		total += w
+	}
+	below := 0.0 // orders with U < k
+	k := 0
+	for ; k < len(ways[n][m]); k++ {
+		if (below+ways[n][m][k])/total > p {
+			break
+		}
+		below += ways[n][m][k]
+	}
+	return k
+}
+
 // pValue formats a p-value as benchstat does.
 func (c comparison) pValue() string { return fmt.Sprintf("p=%.3f", c.P) }
 
-// versus formats the ratio of the medians of a and b, bold when the two
-// samples differ significantly, else "~" followed by the ratio and the
-// p-value: benchstat prints "~" for a difference it cannot tell from noise.
+// versus formats the ratio of the medians of a and b with the interval of
+// the ratio (see ratioInterval), bold when the two samples differ
+// significantly, else "~" followed by the ratio and the p-value: benchstat
+// prints "~" for a difference it cannot tell from noise.
 func versus(a, b []float64) string {
 	r := ratio(summarize(a).Center, summarize(b).Center)
+	iv := ""
+	if lo, hi, ok := ratioInterval(a, b); ok {
+		iv = " [" + fixed(lo, 2) + ", " + fixed(hi, 2) + "]"
+	}
 	c := compare(a, b)
 	if !c.Significant {
-		return "~ (" + r + ", " + c.pValue() + ")"
+		return "~ (" + r + iv + ", " + c.pValue() + ")"
 	}
-	return "**" + r + "** (" + c.pValue() + ")"
+	return "**" + r + "**" + iv + " (" + c.pValue() + ")"
 }
 
 // delta formats the difference of the medians of a and b with unit,
@@ -169,6 +243,8 @@ func intervalNote(runs int) string {
 		"(at least %.0f%%, distribution-free: order statistics of the runs, as benchstat computes it; "+
 		"\"± ∞\" when the runs are too few for one). A ratio or difference between two samples is in bold when "+
 		"a Mann-Whitney U test tells them apart at α = %.2f (its p-value follows), and \"~\" when it does not: "+
-		"then the two are not different at this level of noise, whatever their medians say.", runs, confidence*100, alpha)
+		"then the two are not different at this level of noise, whatever their medians say. A ratio's interval, in brackets "+
+		"after it, is that of the runs' pairwise ratios (Hodges-Lehmann, at least %.0f%%): it leaves out 1 when the U test tells the two apart.",
+		runs, confidence*100, alpha, confidence*100)
 	return b.String()
 }

@@ -61,14 +61,51 @@ func TestCompare(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ got, want string }{
-		{versus(b, a), "**1.10×** (p=0.000)"},
-		{versus(d, c), "~ (1.01×, p=0.739)"},
+		{versus(b, a), "**1.10×** [1.07, 1.13] (p=0.000)"},
+		{versus(d, c), "~ (1.01× [0.95, 1.07], p=0.739)"},
 		{delta(b, a, " µs"), "**+10.0 µs**"},
 		{delta(d, c, " µs"), "~ (+1.0 µs, p=0.739)"},
-		{plain(versus(b, a)), "1.10× (p=0.000)"},
+		{plain(versus(b, a)), "1.10× [1.07, 1.13] (p=0.000)"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestRatioInterval(t *testing.T) {
+	// The textbook critical values of a two-sided U test at 0.05: U at
+	// most 23 for 10 runs a side, 2 for 5, and none for 3.
+	for _, tc := range []struct{ n, m, want int }{{10, 10, 24}, {5, 5, 3}, {3, 3, 0}, {6, 10, 12}} {
+		if got := uCritical(tc.n, tc.m, 0.025); got != tc.want {
+			t.Errorf("uCritical(%d, %d) = %d, want %d", tc.n, tc.m, got, tc.want)
+		}
+	}
+	// Runs that differ by a constant factor have that ratio, exactly.
+	a := []float64{100, 101, 102, 103, 104, 105, 106, 107, 108, 109}
+	twice := make([]float64, len(a))
+	for i, v := range a {
+		twice[i] = 2 * v
+	}
+	if lo, hi, ok := ratioInterval(twice, a); !ok || lo >= 2 || hi <= 2 {
+		t.Errorf("ratioInterval(2a, a) = [%v, %v] %v, want around 2", lo, hi, ok)
+	}
+	if _, _, ok := ratioInterval([]float64{1, 2, 3}, []float64{4, 5, 6}); ok {
+		t.Error("ratioInterval of 3 runs a side has an interval; none reaches 95%")
+	}
+	// The interval leaves out 1 exactly when the U test tells the samples
+	// apart, over samples that overlap more and more.
+	for shift := 0.0; shift <= 12; shift++ {
+		b := make([]float64, len(a))
+		for i, v := range a {
+			b[i] = v + shift + 0.5 // no ties
+		}
+		lo, hi, ok := ratioInterval(b, a)
+		if !ok {
+			t.Fatal("no interval for 10 runs a side")
+		}
+		if apart, sig := lo > 1 || hi < 1, compare(b, a).Significant; apart != sig {
+			t.Errorf("shift %v: interval [%.4f, %.4f] leaves out 1: %v; U test significant: %v", shift, lo, hi, apart, sig)
 		}
 	}
 }
