@@ -76,15 +76,17 @@ func compare(a, b []float64) comparison {
 	return comparison{P: c.P, Significant: c.P < c.Alpha}
 }
 
-// ratioInterval returns the confidence interval, at least confidence, of
-// the ratio of a's distribution to b's, distribution-free: the
-// Hodges-Lehmann interval of the runs' pairwise ratios a[i]/b[j], whose
-// ends are the k-th smallest and k-th largest of them, k the least number
-// of pairs below which the U statistic falls with probability at most
-// (1-confidence)/2. It leaves out 1 exactly when the U test tells a from b
-// at alpha (without ties). ok is false when the runs are too few for one.
+// ratioInterval returns the confidence interval, at least 1-alpha, of the
+// ratio of a's distribution to b's, distribution-free, for runs that are
+// all positive: the Hodges-Lehmann interval of the runs' pairwise ratios
+// a[i]/b[j], whose ends are the k-th smallest and the k-th largest of
+// them, k the largest number such that the U statistic of samples from
+// one distribution is below k with probability at most alpha/2. So it
+// leaves out 1 when the U test of compare tells a from b at alpha (up to
+// ties, and to the normal approximation benchmath takes beyond 50 runs a
+// side). ok is false when the runs are too few for one, or a run of b is 0.
 func ratioInterval(a, b []float64) (lo, hi float64, ok bool) {
-	k := uCritical(len(a), len(b), (1-confidence)/2)
+	k := uCritical(len(a), len(b), alpha/2)
 	if k < 1 {
 		return 0, 0, false
 	}

@@ -15,12 +15,12 @@ import (
 // A WebSocket connection holds its slot of a concurrency limit until it
 // closes.
 func TestWebSocketHoldsItsSlot(t *testing.T) {
-	conformance.RunWebSocket(t, func(t *testing.T, p *policy.Policy) string {
+	conformance.RunWebSocket(t, func(t *testing.T, p, q *policy.Policy) string {
 		e := echo.New()
 		e.GET("/ws", func(c echo.Context) error {
 			conformance.EchoWebSocket(c.Response(), c.Request())
 			return nil
-		}, echorl.New(p))
+		}, echorl.New(p), echorl.New(q))
 		srv := httptest.NewServer(e)
 		t.Cleanup(srv.Close)
 		return "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"

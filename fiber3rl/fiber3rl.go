@@ -94,14 +94,17 @@ func hold(c fiber.Ctx) func(done func()) {
 	if !c.RequestCtx().Hijacked() {
 		return nil
 	}
-	return func(done func()) { c.RequestCtx().SetUserValue(heldKey{}, closer(done)) }
+	return func(done func()) {
+		h := &held{done}
+		c.RequestCtx().SetUserValue(h, h) // a key of its own: each limit of the request holds one
+	}
 }
 
-type heldKey struct{}
+// held is the end of a decision whose connection was handed over: fasthttp
+// calls its Close when the connection is done with.
+type held struct{ done func() }
 
-type closer func()
-
-func (f closer) Close() error { f(); return nil }
+func (h *held) Close() error { h.done(); return nil }
 
 // ResultFrom returns the decision of the request: in a deny handler, the
 // refusal; in the handlers of a request served, the decision with the

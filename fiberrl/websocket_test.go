@@ -16,9 +16,9 @@ import (
 // A WebSocket connection holds its slot of a concurrency limit until it
 // closes, though fasthttp serves it after the handler returned.
 func TestWebSocketHoldsItsSlot(t *testing.T) {
-	conformance.RunWebSocket(t, func(t *testing.T, p *policy.Policy) string {
+	conformance.RunWebSocket(t, func(t *testing.T, p, q *policy.Policy) string {
 		f := fiber.New(fiber.Config{DisableStartupMessage: true})
-		f.Get("/ws", fiberrl.New(p), func(c *fiber.Ctx) error {
+		f.Get("/ws", fiberrl.New(p), fiberrl.New(q), func(c *fiber.Ctx) error {
 			return (&websocket.FastHTTPUpgrader{}).Upgrade(c.Context(), func(conn *websocket.Conn) {
 				defer conn.Close()
 				for {

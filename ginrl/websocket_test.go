@@ -15,9 +15,9 @@ import (
 // A WebSocket connection holds its slot of a concurrency limit until it
 // closes.
 func TestWebSocketHoldsItsSlot(t *testing.T) {
-	conformance.RunWebSocket(t, func(t *testing.T, p *policy.Policy) string {
+	conformance.RunWebSocket(t, func(t *testing.T, p, q *policy.Policy) string {
 		r := gin.New()
-		r.GET("/ws", ginrl.New(p), func(c *gin.Context) { conformance.EchoWebSocket(c.Writer, c.Request) })
+		r.GET("/ws", ginrl.New(p), ginrl.New(q), func(c *gin.Context) { conformance.EchoWebSocket(c.Writer, c.Request) })
 		srv := httptest.NewServer(r)
 		t.Cleanup(srv.Close)
 		return "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"

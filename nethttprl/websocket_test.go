@@ -17,16 +17,16 @@ import (
 // closes, through a ServeMux and through chi.
 func TestWebSocketHoldsItsSlot(t *testing.T) {
 	t.Run("ServeMux", func(t *testing.T) {
-		conformance.RunWebSocket(t, func(t *testing.T, p *policy.Policy) string {
+		conformance.RunWebSocket(t, func(t *testing.T, p, q *policy.Policy) string {
 			mux := http.NewServeMux()
-			mux.Handle("GET /ws", nethttprl.New(p)(http.HandlerFunc(conformance.EchoWebSocket)))
+			mux.Handle("GET /ws", nethttprl.New(p)(nethttprl.New(q)(http.HandlerFunc(conformance.EchoWebSocket))))
 			return wsURL(t, mux)
 		})
 	})
 	t.Run("chi", func(t *testing.T) {
-		conformance.RunWebSocket(t, func(t *testing.T, p *policy.Policy) string {
+		conformance.RunWebSocket(t, func(t *testing.T, p, q *policy.Policy) string {
 			r := chi.NewRouter()
-			r.Use(nethttprl.New(p))
+			r.Use(nethttprl.New(p), nethttprl.New(q))
 			r.Get("/ws", conformance.EchoWebSocket)
 			return wsURL(t, r)
 		})

@@ -298,18 +298,21 @@ func semaphoreKeys(name string) []string {
 }
 
 // RunWebSocket checks that a WebSocket connection holds its slot of a
-// concurrency limit until it closes. serve serves, on a listener of its
-// own, a route limited by p whose handler upgrades the request to a
-// WebSocket that echoes what it reads until the client closes it, and
-// returns its URL ("ws://127.0.0.1:port/ws").
-func RunWebSocket(t *testing.T, serve func(t *testing.T, p *policy.Policy) string) {
+// concurrency limit until it closes, and gives it back then, also with two
+// limits stacked on its route. serve serves, on a listener of its own, a
+// route limited by p and then q (two middlewares) whose handler upgrades
+// the request to a WebSocket that echoes what it reads until the client
+// closes it, and returns its URL ("ws://127.0.0.1:port/ws").
+func RunWebSocket(t *testing.T, serve func(t *testing.T, p, q *policy.Policy) string) {
 	redistest.Need(t)
 	rdb := redistest.Shared(t).Client(t)
 	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+":"))
 	require.NoError(t, err)
 	obs := &Recorder{}
 	p := policy.MustNewConcurrency(c, "ws", 2, policy.WithObserver(obs), policy.WithLease(time.Second))
-	url := serve(t, p)
+	// q never refuses here (p does first); its slots must come back too.
+	q := policy.MustNewConcurrency(c, "ws-2", 3, policy.WithObserver(obs), policy.WithLease(time.Second))
+	url := serve(t, p, q)
 	dial := func() (*websocket.Conn, int) {
 		conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
 		if resp != nil {
@@ -352,7 +355,8 @@ func RunWebSocket(t *testing.T, serve func(t *testing.T, p *policy.Policy) strin
 	echo(d)
 	require.NoError(t, b.Close())
 	require.NoError(t, d.Close())
-	require.Eventually(t, func() bool { return obs.HeldNow() == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return obs.HeldNow() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"every slot of both limits is given back")
 }
 
 // EchoWebSocket upgrades the request to a WebSocket that echoes each
