@@ -54,7 +54,8 @@ var burstGlobal = core.PerMinute(100)
 //     requests still wait for their permits and get them (judged when
 //     Redis granted at least burstInTime requests in time);
 //   - judged by the times Redis recorded (each address's log, read while
-//     the burst runs, which holds Redis's grants and the local grants
+//     the burst runs and after it until the grants of calls answered too
+//     late are given back, which holds Redis's grants and the local grants
 //     written into it afterwards), no address gets more than the login
 //     limit in any window, plus, with the default, what the fallback's
 //     share allows (1 per window) for a call that got no answer in time,
@@ -161,36 +162,53 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 				t.Logf("waits not judged: Redis granted %d requests in time (fewer than %d), this process was too busy for any", inTime, burstInTime)
 			}
 
-			worst := 0
-			for _, ip := range addrs {
-				at := logs.times(ip)
-				most := 0
-				for _, a := range at {
-					n := 0
-					for _, b := range at {
-						if b >= a && b < a+burstInterval.Milliseconds() {
-							n++
+			// Judged once the grants of calls answered too late are given
+			// back: a refund waits a second or more past its call's round
+			// trip, which a starved process ends late, so the logs are read
+			// again until they pass, or burstSettle has passed.
+			var worst int
+			var failures []string
+			for deadline := time.Now().Add(burstSettle); ; time.Sleep(100 * time.Millisecond) {
+				logs.read(t)
+				worst, failures = 0, failures[:0]
+				for _, ip := range addrs {
+					at := logs.times(ip)
+					most := 0
+					for _, a := range at {
+						n := 0
+						for _, b := range at {
+							if b >= a && b < a+burstInterval.Milliseconds() {
+								n++
+							}
+						}
+						most = max(most, n)
+					}
+					worst = max(worst, most)
+					// The limit, and the fallback's share of it: a call with no
+					// answer in time is decided in memory, under fail open too
+					// (a busy process never turns limiting off).
+					if allowed := 1 + 1; most > allowed {
+						failures = append(failures, fmt.Sprintf("%s: %d login grants in one window, more than %d", ip, most, allowed))
+					}
+					if failure == FailOpen {
+						// Served without a grant in the log: the requests served
+						// because Redis failed, each reported, and the local
+						// fallback's grants (at most one per window of the
+						// burst) that this process, too busy, could not write
+						// before their window passed, when they no longer count.
+						windows := int(elapsed/burstInterval) + 2
+						if beyond := served[ip] - len(at); beyond > errorsOf[ip+":4000"]+windows {
+							failures = append(failures, fmt.Sprintf("%s: %d served beyond its %d grants (%d errors reported)",
+								ip, beyond, len(at), errorsOf[ip+":4000"]))
 						}
 					}
-					most = max(most, n)
 				}
-				worst = max(worst, most)
-				// The limit, and the fallback's share of it: a call with no
-				// answer in time is decided in memory, under fail open too
-				// (a busy process never turns limiting off).
-				allowed := 1 + 1
-				assert.LessOrEqual(t, most, allowed, "%s: %d login grants in one window", ip, most)
-				if failure == FailOpen {
-					// Served without a grant in the log: the requests served
-					// because Redis failed, each reported, and the local
-					// fallback's grants (at most one per window of the
-					// burst) that this process, too busy, could not write
-					// before their window passed, when they no longer count.
-					windows := int(elapsed/burstInterval) + 2
-					beyond := served[ip] - len(at)
-					assert.LessOrEqual(t, beyond, errorsOf[ip+":4000"]+windows, "%s: %d served beyond its %d grants (%d errors reported)",
-						ip, beyond, len(at), errorsOf[ip+":4000"])
+				if len(failures) == 0 || time.Now().After(deadline) {
+					break
 				}
+			}
+			for _, f := range failures[:min(len(failures), 10)] {
+				t.Error(f)
 			}
 			refunded.mu.Lock()
 			t.Logf("most login grants to one address in one window: %d (grants given back so far: %d)", worst, len(refunded.members))
