@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/gofiber/fiber/v3"
@@ -87,24 +86,14 @@ func next(c fiber.Ctx) (int, error) {
 	return fiber.StatusInternalServerError, err
 }
 
-// hold returns, when the handler hijacked the connection (a WebSocket),
-// what makes done run once that is over (fasthttp closes a request's
-// io.Closer values then); nil for a request served as usual.
+// hold returns, for a connection the handler hijacked (a WebSocket), what
+// ends its decision once fasthttp is done with it; nil for any other.
 func hold(c fiber.Ctx) func(done func()) {
 	if !c.RequestCtx().Hijacked() {
 		return nil
 	}
-	return func(done func()) {
-		h := &held{done}
-		c.RequestCtx().SetUserValue(h, h) // a key of its own: each limit of the request holds one
-	}
+	return native.Closed(c.RequestCtx().SetUserValue)
 }
-
-// held is the end of a decision whose connection was handed over: fasthttp
-// calls its Close when the connection is done with.
-type held struct{ done func() }
-
-func (h *held) Close() error { h.done(); return nil }
 
 // ResultFrom returns the decision of the request: in a deny handler, the
 // refusal; in the handlers of a request served, the decision with the
@@ -146,13 +135,8 @@ func (x exchange) Header(name string) string { return x.c.Get(name) }
 func (x exchange) Query(name string) string  { return x.c.Query(name) }
 func (x exchange) RemoteAddr() string        { return x.c.RequestCtx().RemoteAddr().String() }
 
-// RemoteAddrPort gives keyfunc.IP the peer's address as fasthttp holds
-// it; a peer that is not TCP gives none (keyfunc.IP reads RemoteAddr).
 func (x exchange) RemoteAddrPort() netip.AddrPort {
-	if a, ok := x.c.RequestCtx().RemoteAddr().(*net.TCPAddr); ok {
-		return a.AddrPort()
-	}
-	return netip.AddrPort{}
+	return native.AddrPort(x.c.RequestCtx().RemoteAddr())
 }
 
 // Route returns the method and template of the route whose handlers run.

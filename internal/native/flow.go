@@ -1,7 +1,9 @@
 package native
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
 
 	"github.com/redlimit/redlimit/policy"
 )
@@ -82,4 +84,28 @@ func (f *Flow[C]) Handlers(onError func(C, error) error, wrote func(C) func() bo
 		}
 	}
 	f.Deny = deny
+}
+
+// Closed is what a Hold returns for a connection handed over to a framework
+// that closes a request's io.Closer values when it is done with the
+// connection (fasthttp: set is RequestCtx.SetUserValue): done is stored
+// under a key of its own, so each limit of the request keeps its own.
+func Closed(set func(key, value any)) func(done func()) {
+	return func(done func()) {
+		h := &held{done}
+		set(h, h)
+	}
+}
+
+type held struct{ done func() }
+
+func (h *held) Close() error { h.done(); return nil }
+
+// AddrPort returns a TCP peer's address, for an exchange's RemoteAddrPort
+// (see keyfunc.IP), and none for another kind of peer.
+func AddrPort(a net.Addr) netip.AddrPort {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.AddrPort()
+	}
+	return netip.AddrPort{}
 }
