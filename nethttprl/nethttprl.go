@@ -6,16 +6,13 @@
 //	http.ListenAndServe(addr, global(mux))
 //
 // Route keys use the request's pattern (r.Pattern), which a ServeMux or chi
-// (v5.2.3 and later) sets once it has routed the request: wrap the route's
-// handler, not the router, around which the route is unknown. The pattern
-// is the key as registered: "GET /users/{id}" (HEAD requests count with
-// it), or "/users/{id}" for a pattern without a method, and for chi, whose
-// patterns carry none: one key for every method of the route. With chi,
-// limit routes with r.With(limit), or with Use inside r.Group; Use on a
-// sub-router sees only the pattern of its mount ("/api/*": one key for all
-// its routes). Chi v5.3.0 and later give a sub-router's route its full
-// pattern ("/api/items/{id}"), v5.2.3 to v5.2.5 only its part in the
-// sub-router ("/items/{id}").
+// (v5.2.3 on) sets once it has routed the request: wrap the route's handler,
+// not the router. The key is the pattern as registered: "GET /users/{id}"
+// (HEAD counts with it), or "/users/{id}" without a method, as in chi: one
+// key for every method. With chi, limit routes with r.With(limit) or Use
+// inside r.Group; Use on a sub-router sees only its mount ("/api/*"). A
+// sub-router's route has its full pattern ("/api/items/{id}") from chi
+// v5.3.0, only its own part ("/items/{id}") in v5.2.3 to v5.2.5.
 package nethttprl
 
 import (
