@@ -196,6 +196,9 @@ func (b *batcher) run(batch []*waiter) {
 		for _, w := range batch {
 			if failed != nil {
 				w.cl.err = failed
+				if w.cl.debts != nil {
+					b.c.owed.putBack(w.cl.l, w.cl.debts, 0) // a payment, not sent
+				}
 				continue
 			}
 			calls = append(calls, w.cl)

@@ -122,6 +122,9 @@ func (c *Client) trip(ctx context.Context, calls []*call) error {
 		c.tryAgain(ctx, []*scriptCall{sc})
 		err := unavailable(c.failed(deadlineError(ctx, sc.cmd.Err())))
 		sc.finish(err)
+		if calls[0].debts != nil {
+			c.owed.paid(calls) // the Client's writer's
+		}
 		return roundTripFailure(err)
 	}
 	scs := make([]*scriptCall, 0, len(pays)+len(calls))
@@ -158,6 +161,7 @@ func (c *Client) trip(ctx context.Context, calls []*call) error {
 		sc.finish(err)
 	}
 	c.owed.paid(pays)
+	c.owed.paid(calls) // those of the Client's writer
 	return c.failed(failed)
 }
 

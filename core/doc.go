@@ -86,7 +86,11 @@
 // charges, the refunds and settles it could not make (Redis failed or
 // answered too late, or the call was not sent), and the refunds of grants
 // whose acquire got no answer, which wait min(2 s, half the window) so
-// that they come after a script that runs late. A limiter's next call pays
+// that they come after a script that runs late. The changes of one grant
+// go in their order, and none goes while an earlier one may still run (a
+// payment that got no answer in time holds its grant's next change for a
+// second), so that a late charge never writes back a grant that was given
+// back. A limiter's next call pays
 // what it owes first, in the same round trip, so the first request after
 // an outage is still one round trip; the Client's own writer goroutine
 // pays what no call takes within about 100 ms, and, while Redis fails,

@@ -200,3 +200,13 @@ func Pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bo
 // LateWake is how late past a deadline a goroutine wakes when its process
 // is starved.
 const LateWake = lateWake
+
+// RoundTripGrace is how long a round trip may wait for its answer past its
+// caller's deadline.
+const RoundTripGrace = roundTripGrace
+
+// MemberOf returns g's log member.
+func MemberOf(g Grant) string { return g.member }
+
+// ChargeScript is the source of the script that pays what a Client owes.
+var ChargeScript = scriptCharge.src

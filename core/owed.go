@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,19 +19,27 @@ import (
 // until its script, should it run late, has run (lateScripts).
 //
 // A limiter pays what it owes with its next call, first, in the same round
-// trip (payments, from send). What no call takes a writer goroutine pays:
+// trip (payments, from send). The ops of one grant go in their order, and
+// none goes while an earlier one of its grant may still run: from when a
+// payment takes it until Redis answers, or, when Redis did not answer in
+// time, until the script could only have run (roundTripGrace past the
+// round trip's end). Otherwise a late charge would write a grant back
+// after the refund that took it out. What no call takes a writer goroutine pays:
 // every flushEvery while Redis answers, and while it fails with the
 // Client's probe, once a second; it ends when the ledger is empty. Each op
 // is made once however often it is sent (charge.lua), and is dropped once
 // its grant's window has passed, when it no longer counts. At most maxOwed
 // ops are kept, the oldest going first beyond it.
 type ledger struct {
-	c       *Client
-	n       atomic.Int64 // ops kept: a call reads it before it locks
-	mu      sync.Mutex
-	keys    map[string]*debts // limiter's first key -> what it owes; nil until the first
-	oldest  *op               // every op, oldest first (next): the bound drops it
-	newest  *op
+	c      *Client
+	n      atomic.Int64 // ops kept: a call reads it before it locks
+	mu     sync.Mutex
+	keys   map[string]*debts // limiter's first key -> what it owes; nil until the first
+	oldest *op               // every op, oldest first (next): the bound drops it
+	newest *op
+	// flying holds, per grant (see op.grant), until when a payment of
+	// its ops may still run (unix ms; math.MaxInt64 while it is out).
+	flying  map[string]int64
 	writing bool // the writer goroutine runs
 }
 
@@ -61,6 +70,14 @@ type op struct {
 	expires     int64  // local unix ms after which it counts no more; 0: unknown
 	d           *debts // the debts it is one of
 	prev, next  *op    // its place in the ledger's order
+}
+
+// grant returns the member of the grant that o changes.
+func (o *op) grant() string {
+	if o.old != "" {
+		return o.old
+	}
+	return o.member
 }
 
 // maxOwed bounds the ops a Client keeps.
@@ -100,8 +117,9 @@ func (q *ledger) owe(l *Limiter, o *op) {
 }
 
 // putBack returns ops of l that were taken but not made: they go first in
-// l's order, as the oldest.
-func (q *ledger) putBack(l *Limiter, ops []*op) {
+// l's order, as the oldest, and none of their grants' ops goes before
+// until (unix ms; 0: at once).
+func (q *ledger) putBack(l *Limiter, ops []*op, until int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	d := q.debtsOf(l)
@@ -110,7 +128,23 @@ func (q *ledger) putBack(l *Limiter, ops []*op) {
 		q.link(ops[i], nil)
 	}
 	d.ops = append(append(make([]*op, 0, len(ops)+len(d.ops)), ops...), d.ops...)
+	q.landed(ops, until)
 	q.grew(len(ops))
+}
+
+// landed records that the payment of ops ended: their grants' next ops
+// may go from until (unix ms; 0: at once). It requires that q.mu is held.
+func (q *ledger) landed(ops []*op, until int64) {
+	if until != 0 && q.flying == nil {
+		q.flying = map[string]int64{}
+	}
+	for _, o := range ops {
+		if until == 0 {
+			delete(q.flying, o.grant())
+		} else {
+			q.flying[o.grant()] = until
+		}
+	}
 }
 
 // debtsOf returns the debts of l, new ones if it owes nothing. It requires
@@ -199,18 +233,24 @@ func (q *ledger) due(key string, now int64) *call {
 		return nil
 	}
 	var pay []*op
+	var held map[string]bool // grants with an op kept: their later ops wait
 	keep := d.ops[:0]
 	for _, o := range d.ops {
+		g := o.grant()
 		switch {
 		case o.expires != 0 && o.expires <= now:
 			q.unlink(o)
 			q.n.Add(-1)
-		case o.due <= now:
+		case o.due <= now && q.flying[g] <= now && !held[g]:
 			q.unlink(o)
 			q.n.Add(-1)
 			pay = append(pay, o)
 		default:
 			keep = append(keep, o)
+			if held == nil {
+				held = map[string]bool{}
+			}
+			held[g] = true
 		}
 	}
 	clear(d.ops[len(keep):])
@@ -221,6 +261,7 @@ func (q *ledger) due(key string, now int64) *call {
 	if len(pay) == 0 {
 		return nil
 	}
+	q.landed(pay, math.MaxInt64)
 	return q.c.Limiter(d.name, limiterOptionFunc(func(l *Limiter) error {
 		l.coded, l.quota, l.timeout = d.coded, d.quota, d.timeout
 		return nil
@@ -246,14 +287,26 @@ func (q *ledger) payments(calls []*call) []*call {
 	return pays
 }
 
-// paid puts back the ops of payments that Redis did not take, because it
-// failed or this process was too busy: they are sent again later. What
-// Redis answered, whatever its status (a limiter whose keys hold another
-// type of value would fail again), is done.
-func (q *ledger) paid(pays []*call) {
-	for _, p := range pays {
-		if p.err != nil && unanswered(p.err) {
-			q.putBack(p.l, p.debts)
+// paid ends the payments among calls, which a round trip took: what Redis
+// answered, whatever its status (a limiter whose keys hold another type of
+// value would fail again), is done. The ops of a payment it did not answer
+// (it failed, or this process was too busy) go back, to be sent again, but
+// not before its script, written before the round trip ended, if at all,
+// has run (see ledger).
+func (q *ledger) paid(calls []*call) {
+	var until int64
+	for _, p := range calls {
+		switch {
+		case p.debts == nil:
+		case p.err != nil && unanswered(p.err):
+			if until == 0 {
+				until = time.Now().Add(roundTripGrace).UnixMilli()
+			}
+			q.putBack(p.l, p.debts, until)
+		default:
+			q.mu.Lock()
+			q.landed(p.debts, 0)
+			q.mu.Unlock()
 		}
 	}
 }
@@ -291,7 +344,13 @@ func (l *Limiter) payment(ops []*op) *call {
 func (q *ledger) write() {
 	for {
 		time.Sleep(flushEvery)
+		now := time.Now().UnixMilli()
 		q.mu.Lock()
+		for g, until := range q.flying {
+			if until <= now {
+				delete(q.flying, g)
+			}
+		}
 		if len(q.keys) == 0 {
 			q.writing = false
 			q.mu.Unlock()
@@ -307,7 +366,6 @@ func (q *ledger) write() {
 			closed atomic.Bool
 			failed atomic.Bool
 			width  = make(chan struct{}, flushWidth)
-			now    = time.Now().UnixMilli()
 		)
 		for _, key := range keys {
 			if failed.Load() {
@@ -323,8 +381,9 @@ func (q *ledger) write() {
 				ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 				defer cancel()
 				// Without an answer, the round trip may go on: p is then
-				// not ours to read, and its ops go again later.
-				_, err := q.c.do(ctx, p)
+				// not ours to read, and the round trip puts its ops back
+				// (paid) if it took them.
+				sent, err := q.c.do(ctx, p)
 				if err == nil {
 					err = p.err
 				}
@@ -335,8 +394,8 @@ func (q *ledger) write() {
 					closed.Store(true)
 				case err != nil:
 					failed.Store(true)
-					if unanswered(err) {
-						q.putBack(p.l, p.debts)
+					if !sent {
+						q.putBack(p.l, p.debts, 0)
 					}
 				}
 			})
@@ -344,7 +403,7 @@ func (q *ledger) write() {
 		wg.Wait()
 		if closed.Load() {
 			q.mu.Lock()
-			q.keys, q.oldest, q.newest, q.writing = nil, nil, nil, false
+			q.keys, q.oldest, q.newest, q.flying, q.writing = nil, nil, nil, nil, false
 			q.n.Store(0)
 			q.mu.Unlock()
 			return

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,16 +31,68 @@ func TestTheLedgerDropsTheOldest(t *testing.T) {
 		if i%2 == 0 {
 			l = a
 		}
-		q.owe(l, &op{member: "m", at: now, due: now})
+		q.owe(l, &op{member: strconv.Itoa(i), at: now, due: now})
 	}
 	assert.EqualValues(t, maxOwed, q.n.Load())
 	pay := q.due(a.name, now)
 	require.NotNil(t, pay)
 	require.Len(t, pay.debts, maxOwed/2)
 	assert.NotSame(t, first, pay.debts[0], "the oldest op went")
-	q.putBack(a, pay.debts[:2])
+	q.putBack(a, pay.debts[:2], 0)
 	again := q.due(a.name, now)
 	require.NotNil(t, again)
 	assert.Equal(t, pay.debts[:2], again.debts, "put back first, in order")
 	assert.EqualValues(t, maxOwed/2, q.n.Load())
+}
+
+// The ops of one grant go in their order, and none goes while an earlier
+// one's payment may still run: until Redis answers it or, without an
+// answer in time, until its script could only have run. Other grants' ops
+// go meanwhile.
+func TestAGrantsOpsGoInTheirOrder(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := New(rdb)
+	require.NoError(t, err)
+	q := &c.owed
+	q.mu.Lock()
+	q.writing = true // no writer: this test pays by hand
+	q.mu.Unlock()
+	l := c.Limiter("l", WithRate(PerMinute(10)))
+	now := time.Now().UnixMilli()
+	m, other := newMember(1), newMember(1)
+	members := func(p *call) []string {
+		if p == nil {
+			return nil
+		}
+		var out []string
+		for _, o := range p.debts {
+			out = append(out, o.member)
+		}
+		return out
+	}
+
+	q.owe(l, &op{member: m, at: now, due: now})
+	charge := q.due(l.name, now)
+	require.Equal(t, []string{m}, members(charge))
+	refund := &op{member: settledMember(m, 0), old: m, at: now, due: now}
+	q.owe(l, refund)
+	q.owe(l, &op{member: other, at: now, due: now})
+	otherPay := q.due(l.name, now)
+	assert.Equal(t, []string{other}, members(otherPay), "the refund waits while the charge is out")
+	q.paid([]*call{otherPay}) // answered
+
+	charge.err = context.DeadlineExceeded // no answer in time: it may yet run
+	q.paid([]*call{charge})
+	assert.Nil(t, q.due(l.name, now+roundTripGrace.Milliseconds()-1), "not before the late charge could have run")
+	again := q.due(l.name, now+roundTripGrace.Milliseconds()+50)
+	assert.Equal(t, []string{m, refund.member}, members(again), "the charge again, then its refund, in order")
+
+	again.err = nil // answered
+	q.paid([]*call{again})
+	later := &op{member: settledMember(other, 0), old: other, at: now, due: now + 5000}
+	q.owe(l, later)
+	q.owe(l, &op{member: settledMember(other, 2), old: other, at: now, due: now})
+	assert.Nil(t, q.due(l.name, now), "a grant's op waits behind its earlier one not yet due")
+	assert.Len(t, members(q.due(l.name, now+5000)), 2)
 }

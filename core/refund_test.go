@@ -1,14 +1,18 @@
 package core_test
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/testkit/redistest"
 )
 
 // mustGrant asserts that an acquire of permits is granted and returns its grant.
@@ -127,5 +131,108 @@ func TestRefundIsIdempotent(t *testing.T) {
 		assert.EqualValues(t, 3, available(t, l), "refunded once")
 		assert.True(t, refund(t, l, g2))
 		assert.EqualValues(t, 5, available(t, l))
+	})
+}
+
+// lateCharge answers the first script call that writes member with a
+// timeout, as a round trip this process was too busy for, and runs it in
+// Redis only when a later call changes that grant: the late script of a
+// payment sent before its answer came too late. It records when the late
+// call came.
+type lateCharge struct {
+	member  string
+	raw     redis.UniversalClient // runs the late payment
+	held    chan struct{}         // closed once it holds the payment
+	mu      sync.Mutex
+	failed  time.Time // when the payment was answered with a timeout
+	next    time.Time // when the next call on the grant came
+	pending func() error
+	lateErr error // the late payment's
+}
+
+func (h *lateCharge) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateCharge) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !h.changes(cmd) {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.failed.IsZero() {
+			args := slices.Clone(cmd.Args())
+			h.pending = func() error { return h.raw.Do(context.Background(), args...).Err() }
+			h.failed = time.Now()
+			close(h.held)
+			cmd.SetErr(context.DeadlineExceeded)
+			return cmd.Err()
+		}
+		h.late()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *lateCharge) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, h.changes) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.late()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// changes reports whether cmd changes the grant.
+func (h *lateCharge) changes(cmd redis.Cmder) bool { return slices.Contains(cmd.Args(), any(h.member)) }
+
+// late runs the held payment, late, once a later call changes the grant. It
+// requires that h.mu is held.
+func (h *lateCharge) late() {
+	if h.pending == nil || h.failed.IsZero() {
+		return
+	}
+	h.next = time.Now()
+	h.lateErr = h.pending()
+	h.pending = nil
+}
+
+// A payment that got no answer in time may still run: the grant's later
+// changes (here its refund) wait until it could only have run, so that it
+// never writes back a grant that was given back, also when the limiter's
+// next call would carry them at once. The late payment then changes
+// nothing, and the refund finds the grant.
+func TestALatePaymentGoesBeforeItsGrantsRefund(t *testing.T) {
+	runRedis(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 10, time.Minute)))
+		g := core.GrantAt(3, time.Now())
+		h := &lateCharge{member: core.MemberOf(g), raw: redistest.Shared(t).Client(t), held: make(chan struct{})}
+		require.NoError(t, h.raw.ScriptLoad(bg, core.ChargeScript).Err(), "the late payment finds its script")
+		e.rdb.AddHook(h)
+		l.Charge(g)
+		select {
+		case <-h.held:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "the charge was never paid")
+		}
+		ok, err := l.Refund(bg, g)
+		require.NoError(t, err)
+		assert.False(t, ok, "owed: the grant is not in Redis yet")
+		require.True(t, tryAcquire(t, l, 1), "a call that would carry what the limiter owes")
+		require.Eventually(t, func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return !h.next.IsZero()
+		}, 5*time.Second, 10*time.Millisecond, "the grant's refund is paid")
+		h.mu.Lock()
+		took, lateErr := h.next.Sub(h.failed), h.lateErr
+		h.mu.Unlock()
+		require.NoError(t, lateErr, "the late payment ran")
+		assert.GreaterOrEqual(t, took, core.RoundTripGrace,
+			"no change of the grant goes before the late payment could only have run")
+		err = e.rdb.ZScore(bg, core.Keys(l)[3], h.member).Err()
+		assert.ErrorIs(t, err, redis.Nil, "the grant is given back")
+		assert.EqualValues(t, 9, available(t, l), "the acquire's permit is out")
 	})
 }
