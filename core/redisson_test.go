@@ -615,6 +615,9 @@ func TestRedissonSuite(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own limiters: they run side by side, so
+			// that the suite takes its longest case's time, not the sum.
+			t.Parallel()
 			if tc.virtualOnly {
 				runMini(t, tc.test)
 				return
