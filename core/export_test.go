@@ -210,3 +210,9 @@ func MemberOf(g Grant) string { return g.member }
 
 // ChargeScript is the source of the script that pays what a Client owes.
 var ChargeScript = scriptCharge.src
+
+// WriteAgain has the Client write g into l's log again, as it does into a
+// promoted master for the grants of the last window (recent.replay).
+func WriteAgain(l *Limiter, g Grant) {
+	l.Charge(Grant{member: g.member, at: g.at, state: grantUnsent})
+}

@@ -486,11 +486,8 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 	// Of a quota's grant, the script reads only the permits of member.
 	o := &op{member: settledMember(grant.member, permits), old: grant.member, at: grant.at, period: grant.period,
 		due: time.Now().UnixMilli(), expires: l.expiry(grant)}
-	switch grant.state {
-	case grantUnsent: // known to Redis only once charged: after its charge
-		l.c.owed.owe(l, o)
-		return false, nil
-	case grantLost: // after its late script, should it run
+	switch {
+	case grant.state == grantLost: // after its late script, should it run
 		delay := lateScripts
 		if iv := l.interval(); iv > 0 {
 			delay = min(delay, iv/2)
@@ -500,6 +497,10 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		// this process (for a connection of the pool, say) until long
 		// after its caller left is given back too.
 		o.due = max(o.due+delay.Milliseconds(), grant.sendBy+roundTripGrace.Milliseconds())
+		l.c.owed.owe(l, o)
+		return false, nil
+	case grant.state == grantUnsent, // known to Redis only once charged: after its charge
+		l.c.owed.holds(l, grant.member): // after what is owed on it (a grant written again into a promoted master, see recent)
 		l.c.owed.owe(l, o)
 		return false, nil
 	}

@@ -38,8 +38,10 @@ type ledger struct {
 	oldest *op               // every op, oldest first (next): the bound drops it
 	newest *op
 	// flying holds, per grant (see op.grant), until when a payment of
-	// its ops may still run (unix ms; math.MaxInt64 while it is out).
+	// its ops may still run (unix ms; math.MaxInt64 while it is out), and
+	// nFlying its length, which a settle reads before it locks.
 	flying  map[string]int64
+	nFlying atomic.Int64
 	writing bool // the writer goroutine runs
 }
 
@@ -145,6 +147,28 @@ func (q *ledger) landed(ops []*op, until int64) {
 			q.flying[o.grant()] = until
 		}
 	}
+	q.nFlying.Store(int64(len(q.flying)))
+}
+
+// holds reports whether the ledger keeps an op on grant g of l, or one may
+// still run: a change of g made now must go after it.
+func (q *ledger) holds(l *Limiter, g string) bool {
+	if q.n.Load() == 0 && q.nFlying.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.flying[g] > time.Now().UnixMilli() {
+		return true
+	}
+	if d := q.keys[l.keys[0]]; d != nil {
+		for _, o := range d.ops {
+			if o.grant() == g {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // debtsOf returns the debts of l, new ones if it owes nothing. It requires
@@ -351,6 +375,7 @@ func (q *ledger) write() {
 				delete(q.flying, g)
 			}
 		}
+		q.nFlying.Store(int64(len(q.flying)))
 		if len(q.keys) == 0 {
 			q.writing = false
 			q.mu.Unlock()
@@ -405,6 +430,7 @@ func (q *ledger) write() {
 			q.mu.Lock()
 			q.keys, q.oldest, q.newest, q.flying, q.writing = nil, nil, nil, nil, false
 			q.n.Store(0)
+			q.nFlying.Store(0)
 			q.mu.Unlock()
 			return
 		}

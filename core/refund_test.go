@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -234,5 +235,25 @@ func TestALatePaymentGoesBeforeItsGrantsRefund(t *testing.T) {
 		err = e.rdb.ZScore(bg, core.Keys(l)[3], h.member).Err()
 		assert.ErrorIs(t, err, redis.Nil, "the grant is given back")
 		assert.EqualValues(t, 9, available(t, l), "the acquire's permit is out")
+	})
+}
+
+// A refund of a grant that the Client is to write again (as it does into a
+// promoted master, for the grants of the last window, which its replica
+// may have missed) goes after that write, so that the write does not put
+// back a grant that was given back.
+func TestARefundGoesAfterWhatIsOwedOnItsGrant(t *testing.T) {
+	runRedis(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 10, time.Minute)))
+		g := mustGrant(t, l, 3)
+		core.WriteAgain(l, g)
+		assert.False(t, refund(t, l, g), "owed, after the write")
+		assert.Eventually(t, func() bool {
+			n, err := l.AvailablePermits(bg)
+			return err == nil && n == 10 && errors.Is(e.rdb.ZScore(bg, core.Keys(l)[3], core.MemberOf(g)).Err(), redis.Nil)
+		}, 5*time.Second, 10*time.Millisecond, "the grant is given back, and stays so")
+		time.Sleep(2 * core.FlushEvery)
+		assert.EqualValues(t, 10, available(t, l), "nothing written after it")
 	})
 }
