@@ -90,7 +90,9 @@
 // go in their order, and none goes while an earlier one may still run (a
 // payment that got no answer in time holds its grant's next change for a
 // second), so that a late charge never writes back a grant that was given
-// back. A limiter's next call pays
+// back; a refund or settle of a grant Redis decided follows what the
+// Client still owes on that grant, and a grant given back is not written
+// into a promoted master. A limiter's next call pays
 // what it owes first, in the same round trip, so the first request after
 // an outage is still one round trip; the Client's own writer goroutine
 // pays what no call takes within about 100 ms, and, while Redis fails,

@@ -216,3 +216,11 @@ var ChargeScript = scriptCharge.src
 func WriteAgain(l *Limiter, g Grant) {
 	l.Charge(Grant{member: g.member, at: g.at, state: grantUnsent})
 }
+
+// KeepRecent has c keep its recent grants, as on a deployment whose master
+// can change, and returns a func that writes them into l's master again,
+// as after a failover (recent.replay).
+func KeepRecent(c *Client) (replay func()) {
+	c.recent.on = true
+	return func() { c.recent.replay(func(*Limiter) bool { return true }) }
+}

@@ -274,7 +274,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	l.c.noteClock(r.at, sent, received)
 	if r.Allowed {
 		r.Grant.at = r.at
-		l.c.recent.add(l, r.Grant)
+		r.Grant.recent = l.c.recent.add(l, r.Grant)
 	} else if l.c.denials != nil {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
 	}
@@ -400,7 +400,10 @@ func (l *Limiter) Release(ctx context.Context, permits int64) error {
 // Client and made later (see Charge), within the grant's window. So is the
 // refund of a grant whose acquire got no decision (its Result had an
 // error): it waits until that acquire's script, should it run late, has
-// run, or follows the grant's Charge; it reports false and no error.
+// run, or follows the grant's Charge; it reports false and no error. So
+// does a refund of a grant on which the Client still owes Redis a change
+// (one it could not make yet, or writes into a promoted master): it
+// follows that change.
 //
 // On a quota (WithQuota), the permits go back to the count of the grant's
 // period, if it is still current; the count never goes below 0.
@@ -473,8 +476,8 @@ func (l *Limiter) Settle(ctx context.Context, grant Grant, permits int64) (bool,
 }
 
 // settle puts grant's member, settled to permits, in place of grant's in
-// the log, now or, when Redis cannot take it or does not know the grant
-// yet, later (see Refund).
+// the log, now or, when Redis cannot take it, does not know the grant yet,
+// or the Client owes a change of it still, later (see Refund).
 func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what string) (bool, error) {
 	switch {
 	case l.err != nil:
@@ -483,6 +486,9 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		return false, nil
 	}
 	defer l.forget()
+	if permits == 0 {
+		l.c.recent.forget(grant)
+	}
 	// Of a quota's grant, the script reads only the permits of member.
 	o := &op{member: settledMember(grant.member, permits), old: grant.member, at: grant.at, period: grant.period,
 		due: time.Now().UnixMilli(), expires: l.expiry(grant)}

@@ -258,16 +258,17 @@ func (q *ledger) due(key string, now int64) *call {
 	}
 	var pay []*op
 	var held map[string]bool // grants with an op kept: their later ops wait
+	gone := 0
 	keep := d.ops[:0]
 	for _, o := range d.ops {
 		g := o.grant()
 		switch {
 		case o.expires != 0 && o.expires <= now:
 			q.unlink(o)
-			q.n.Add(-1)
+			gone++
 		case o.due <= now && q.flying[g] <= now && !held[g]:
 			q.unlink(o)
-			q.n.Add(-1)
+			gone++
 			pay = append(pay, o)
 		default:
 			keep = append(keep, o)
@@ -282,10 +283,14 @@ func (q *ledger) due(key string, now int64) *call {
 	if len(keep) == 0 {
 		delete(q.keys, key)
 	}
+	// Out before no longer kept, for holds, which reads both unlocked.
+	if len(pay) > 0 {
+		q.landed(pay, math.MaxInt64)
+	}
+	q.n.Add(-int64(gone))
 	if len(pay) == 0 {
 		return nil
 	}
-	q.landed(pay, math.MaxInt64)
 	return q.c.Limiter(d.name, limiterOptionFunc(func(l *Limiter) error {
 		l.coded, l.quota, l.timeout = d.coded, d.quota, d.timeout
 		return nil
@@ -376,7 +381,7 @@ func (q *ledger) write() {
 			}
 		}
 		q.nFlying.Store(int64(len(q.flying)))
-		if len(q.keys) == 0 {
+		if len(q.keys) == 0 && len(q.flying) == 0 {
 			q.writing = false
 			q.mu.Unlock()
 			return

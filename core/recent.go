@@ -35,14 +35,29 @@ type recentGrant struct {
 // every client. About 40 bytes each, and their limiters.
 const recentGrants = 16_384
 
-// add keeps a grant made on l at g.at.
-func (r *recent) add(l *Limiter, g Grant) {
+// add keeps a grant made on l at g.at, and returns its place for forget
+// (0: not kept).
+func (r *recent) add(l *Limiter, g Grant) int32 {
 	if !r.on || l.coded == nil {
-		return // a stored rate's window is not known here
+		return 0 // a stored rate's window is not known here
 	}
 	r.mu.Lock()
-	r.ring[r.next] = recentGrant{l: l, member: g.member, at: g.at, expires: l.expiry(g)}
+	defer r.mu.Unlock()
+	i := r.next
+	r.ring[i] = recentGrant{l: l, member: g.member, at: g.at, expires: l.expiry(g)}
 	r.next = (r.next + 1) % recentGrants
+	return int32(i) + 1
+}
+
+// forget drops g, given back: a new master is not charged with it.
+func (r *recent) forget(g Grant) {
+	if g.recent == 0 {
+		return
+	}
+	r.mu.Lock()
+	if e := &r.ring[g.recent-1]; e.member == g.member {
+		e.l = nil
+	}
 	r.mu.Unlock()
 }
 

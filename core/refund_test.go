@@ -257,3 +257,23 @@ func TestARefundGoesAfterWhatIsOwedOnItsGrant(t *testing.T) {
 		assert.EqualValues(t, 10, available(t, l), "nothing written after it")
 	})
 }
+
+// A grant given back is not written into a promoted master: after a
+// failover the Client writes its recent grants again (those the new master
+// has count once), but not one it refunded, which would count again.
+func TestARefundedGrantIsNotWrittenAgain(t *testing.T) {
+	runRedis(t, func(t *testing.T, e *env) {
+		c := e.client(t)
+		replay := core.KeepRecent(c)
+		l := c.Limiter(e.name, core.WithRate(rate(core.Overall, 10, time.Minute)))
+		kept, given := mustGrant(t, l, 2), mustGrant(t, l, 3)
+		assert.True(t, refund(t, l, given))
+		replay()
+		assert.Eventually(t, func() bool { return core.Owed(c) == 0 }, 5*time.Second, 10*time.Millisecond)
+		time.Sleep(2 * core.FlushEvery) // what the writer took is written
+		assert.EqualValues(t, 8, available(t, l), "the kept grant counts once, the refunded one not at all")
+		members, err := e.rdb.ZRange(bg, core.Keys(l)[3], 0, -1).Result()
+		require.NoError(t, err)
+		assert.Equal(t, []string{core.MemberOf(kept)}, members)
+	})
+}

@@ -76,6 +76,9 @@ type Grant struct {
 	// deadline of the round trip that carried it (unix ms; 0: its
 	// caller's): its script ran before it or never.
 	sendBy int64
+	// recent is its place in the Client's recent grants, plus 1 (0: not
+	// kept there): a refund drops it (see recent.forget).
+	recent int32
 }
 
 // grantState is what Redis knows of a grant: the answer of the call that
