@@ -11,17 +11,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The ledger keeps at most maxOwed ops, the oldest going first, and the ops
-// of one limiter go in their order, those put back first.
-func TestTheLedgerDropsTheOldest(t *testing.T) {
+// handLedger returns a Client on no Redis and its ledger, which the test
+// pays by hand: no writer runs.
+func handLedger(t *testing.T) (*Client, *ledger) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = rdb.Close() })
 	c, err := New(rdb)
 	require.NoError(t, err)
 	q := &c.owed
 	q.mu.Lock()
-	q.writing = true // no writer: this test pays by hand
+	q.writing = true
 	q.mu.Unlock()
+	return c, q
+}
+
+// The ledger keeps at most maxOwed ops, the oldest going first, and the ops
+// of one limiter go in their order, those put back first.
+func TestTheLedgerDropsTheOldest(t *testing.T) {
+	c, q := handLedger(t)
 	a, b := c.Limiter("a", WithRate(PerMinute(10))), c.Limiter("b", WithRate(PerMinute(10)))
 	now := time.Now().UnixMilli()
 	first := &op{member: "first", at: now, due: now}
@@ -50,14 +57,7 @@ func TestTheLedgerDropsTheOldest(t *testing.T) {
 // answer in time, until its script could only have run. Other grants' ops
 // go meanwhile.
 func TestAGrantsOpsGoInTheirOrder(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	t.Cleanup(func() { _ = rdb.Close() })
-	c, err := New(rdb)
-	require.NoError(t, err)
-	q := &c.owed
-	q.mu.Lock()
-	q.writing = true // no writer: this test pays by hand
-	q.mu.Unlock()
+	c, q := handLedger(t)
 	l := c.Limiter("l", WithRate(PerMinute(10)))
 	now := time.Now().UnixMilli()
 	m, other := newMember(1), newMember(1)
