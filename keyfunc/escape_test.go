@@ -73,14 +73,16 @@ func TestEscapeInjective(t *testing.T) {
 }
 
 // TestAllocations checks what the key functions allocate: a key that is
-// the request's own string costs nothing; a formatted address, a digest or
-// a joined key costs its string.
+// the request's own string (a user, or an IPv4 peer's address as
+// RemoteAddr spells it) costs nothing; a formatted address (an IPv6
+// prefix, a forwarded client), a digest or a joined key costs its string.
 func TestAllocations(t *testing.T) {
 	user := newReq("192.0.2.1:1234")
 	user.values["user"] = "alice"
 	user.route = "GET /users/:id"
 	anon := newReq("192.0.2.1:1234")
 	v6 := newReq("[2001:db8:1:2::3]:1234")
+	mapped := newReq("[::ffff:192.0.2.1]:1234")
 	proxied := newReq("10.0.0.2:1", "X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.0.0.1")
 	// Canonical header names: http.Header allocates to canonicalize others,
 	// which is the fake request's cost, not the key function's.
@@ -92,14 +94,15 @@ func TestAllocations(t *testing.T) {
 		r      keyfunc.Request
 		allocs float64
 	}{
-		{"IP ipv4", keyfunc.IP(), anon, 1},
+		{"IP ipv4", keyfunc.IP(), anon, 0},
+		{"IP ipv4-mapped", keyfunc.IP(), mapped, 1},
 		{"IP ipv6", keyfunc.IP(), v6, 1},
 		{"IP X-Forwarded-For", keyfunc.IP(keyfunc.TrustProxies(trusted...)), proxied, 1},
 		{"User", keyfunc.User("user"), user, 0},
 		{"Static", keyfunc.Static("global"), anon, 0},
 		{"Route", keyfunc.Route(), user, 1},
 		{"APIKey", keyfunc.APIKey("X-Api-Key"), apiKey, 2},
-		{"Fallback to IP", keyfunc.Fallback(keyfunc.User("user"), keyfunc.IP()), anon, 1},
+		{"Fallback to IP", keyfunc.Fallback(keyfunc.User("user"), keyfunc.IP()), anon, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

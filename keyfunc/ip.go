@@ -101,7 +101,7 @@ func IP(opts ...IPOption) KeyFunc {
 	}
 	kind := kindOf(c.header)
 	return func(r Request) (string, error) {
-		peer, ok := peerOf(r)
+		peer, src, ok := peerOf(r)
 		if !ok {
 			return "", errBadPeer
 		}
@@ -112,22 +112,25 @@ func IP(opts ...IPOption) KeyFunc {
 			if err != nil {
 				return "", err
 			}
+			src = ""
 		}
-		return addrKey(addr, c.v4bits, c.v6bits), nil
+		return addrKey(addr, c.v4bits, c.v6bits, src), nil
 	}
 }
 
-// peerOf returns the address of r's TCP peer. A Request whose framework
-// holds the peer parsed (fasthttp) may give it as a netip.AddrPort, with
-// no string made and parsed again; an invalid one falls back to
-// RemoteAddr.
-func peerOf(r Request) (netip.Addr, bool) {
+// peerOf returns the address of r's TCP peer, and the text it was read
+// from (RemoteAddr), if any. A Request whose framework holds the peer
+// parsed (fasthttp) may give it as a netip.AddrPort, with no string made
+// and parsed again; an invalid one falls back to RemoteAddr.
+func peerOf(r Request) (netip.Addr, string, bool) {
 	if p, ok := r.(interface{ RemoteAddrPort() netip.AddrPort }); ok {
 		if a := p.RemoteAddrPort().Addr(); a.IsValid() {
-			return a.WithZone("").Unmap(), true
+			return a.WithZone("").Unmap(), "", true
 		}
 	}
-	return parseNode(r.RemoteAddr(), false)
+	src := r.RemoteAddr()
+	a, ok := parseNode(src, false)
+	return a, src, ok
 }
 
 // clientIP returns the address of the client of a request that arrived
@@ -201,16 +204,26 @@ func isTrusted(trusted []netip.Prefix, a netip.Addr) bool {
 }
 
 // addrKey returns the key of a: its prefix of the configured length, or the
-// address itself for IPv4 with /32.
-func addrKey(a netip.Addr, v4bits, v6bits int) string {
-	bits := v6bits
-	if a.Is4() {
-		if v4bits == 32 {
-			return a.String()
-		}
-		bits = v4bits
-	}
-	p, _ := a.Prefix(bits)
+// address itself for IPv4 with /32. When src, the text a was read from
+// ("host:port", "[host]:port" or a bare host), starts with the key as it
+// is, the key is that part of src, and no string is made.
+func addrKey(a netip.Addr, v4bits, v6bits int, src string) string {
 	var buf [64]byte // the longest prefix, "xxxx:...:xxxx/128", is 43 bytes
-	return string(p.AppendTo(buf[:0]))
+	var key []byte
+	if bits := v6bits; a.Is4() && v4bits == 32 {
+		key = a.AppendTo(buf[:0])
+	} else {
+		if a.Is4() {
+			bits = v4bits
+		}
+		p, _ := a.Prefix(bits)
+		key = p.AppendTo(buf[:0])
+	}
+	if len(src) > 0 && src[0] == '[' {
+		src = src[1:]
+	}
+	if n := len(key); len(src) >= n && src[:n] == string(key) && (len(src) == n || src[n] == ':' || src[n] == ']') {
+		return src[:n]
+	}
+	return string(key)
 }

@@ -70,6 +70,15 @@ func TestClientIPPeer(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, netip.MustParseAddr(tt.want), got)
 			assert.Equal(t, "", got.Zone())
+			// The key is the address's canonical text (or, for IPv6, its
+			// /64 prefix), also where it is the peer's own text.
+			want := got.String()
+			if got.Is6() {
+				want = netip.PrefixFrom(got, 64).Masked().String()
+			}
+			key, err := keyfunc.IP()(newReq(tt.peer))
+			require.NoError(t, err)
+			assert.Equal(t, want, key)
 		})
 	}
 }
