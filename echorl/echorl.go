@@ -50,26 +50,35 @@ func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
 // New returns the middleware that applies p. It panics if p is nil.
 func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 	cfg := native.Configure[config]("echorl.New", p, opts)
+	// Built once: echo applies the middleware of Echo.Use to every request
+	// anew, so what the function returned below does, it does per request.
+	flow := native.Flow[*exchange]{
+		Refuse: func(_ *exchange, status int, body []byte) error {
+			return &echo.HTTPError{Code: status, Message: problem{status, body}}
+		},
+		Next: func(x *exchange) (int, error) { err := x.next(x.c); return status(x.c, err), err },
+	}
+	var onError func(*exchange, error) error
+	if cfg.OnError != nil {
+		onError = func(x *exchange, err error) error { return cfg.OnError(x.c, err) }
+	}
+	var deny func(*exchange) error
+	if cfg.Deny != nil {
+		deny = func(x *exchange) error { return cfg.Deny(x.c) }
+	}
+	flow.Handlers(onError, committed, deny)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		flow := native.Flow[echo.Context]{
-			Refuse: func(_ echo.Context, status int, body []byte) error {
-				return &echo.HTTPError{Code: status, Message: problem{status, body}}
-			},
-			Next: func(c echo.Context) (int, error) { err := next(c); return status(c, err), err },
-		}
-		flow.Handlers(cfg.OnError, committed, cfg.Deny)
 		return func(c echo.Context) error {
 			if cfg.Skip != nil && cfg.Skip(c) {
 				return next(c)
 			}
-			return flow.Serve(p, &exchange{c: c}, c)
+			x := &exchange{c: c, next: next}
+			return flow.Serve(p, x, x)
 		}
 	}
 }
 
-// committed returns a function that reports whether c's response is
-// written.
-func committed(c echo.Context) func() bool { return func() bool { return c.Response().Committed } }
+func committed(x *exchange) func() bool { return func() bool { return x.c.Response().Committed } }
 
 // status is the response status of a request whose handler returned err:
 // the status written, or the one Echo's error handler will write.
@@ -115,6 +124,7 @@ func CostFunc(f func(echo.Context) (int64, error)) policy.CostFunc { return nati
 // exchange is the policy.Exchange of an Echo request.
 type exchange struct {
 	c       echo.Context
+	next    echo.HandlerFunc // the rest of the chain
 	headers native.Headers // the values of the fields the policy sets
 }
 
