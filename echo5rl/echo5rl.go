@@ -124,8 +124,9 @@ func CostFunc(f func(*echo.Context) (int64, error)) policy.CostFunc {
 
 // exchange is the policy.Exchange of an Echo request.
 type exchange struct {
-	c       *echo.Context
-	headers native.Headers // the values of the fields the policy sets
+	c             *echo.Context
+	headers       native.Headers // the values of the fields the policy sets
+	native.Shared                // what the request's policies share
 }
 
 func (x *exchange) Native() *echo.Context          { return x.c }

@@ -123,9 +123,10 @@ func CostFunc(f func(echo.Context) (int64, error)) policy.CostFunc { return nati
 
 // exchange is the policy.Exchange of an Echo request.
 type exchange struct {
-	c       echo.Context
-	next    echo.HandlerFunc // the rest of the chain
-	headers native.Headers // the values of the fields the policy sets
+	c             echo.Context
+	next          echo.HandlerFunc // the rest of the chain
+	headers       native.Headers   // the values of the fields the policy sets
+	native.Shared                  // what the request's policies share
 }
 
 func (x *exchange) Native() echo.Context           { return x.c }

@@ -112,8 +112,9 @@ func CostFunc(f func(*gin.Context) (int64, error)) policy.CostFunc { return nati
 
 // exchange is the policy.Exchange of a gin request.
 type exchange struct {
-	c       *gin.Context
-	headers native.Headers // the values of the fields the policy sets
+	c             *gin.Context
+	headers       native.Headers // the values of the fields the policy sets
+	native.Shared                // what the request's policies share
 }
 
 func (x *exchange) Native() *gin.Context           { return x.c }

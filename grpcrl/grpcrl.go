@@ -178,10 +178,11 @@ func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInt
 }
 
 type call struct { // a call, as a policy.Exchange
-	ctx     context.Context
-	route   string         // its full method, or unknownMethod
-	md      metadata.MD    // the rate limit fields
-	headers native.Headers // their values
+	ctx           context.Context
+	route         string         // its full method, or unknownMethod
+	md            metadata.MD    // the rate limit fields
+	headers       native.Headers // their values
+	native.Shared                // what the call's policies share
 }
 
 func (x *call) Context() context.Context       { return x.ctx }

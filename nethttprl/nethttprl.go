@@ -140,10 +140,11 @@ func CostFunc(f func(*http.Request) (int64, error)) policy.CostFunc {
 // exchange is the policy.Exchange of a net/http request, and what the
 // middleware keeps of it.
 type exchange struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	sw      writer         // the response's writer, for the next handler
-	headers native.Headers // the values of the fields the policy sets
+	w             http.ResponseWriter
+	r             *http.Request
+	sw            writer         // the response's writer, for the next handler
+	headers       native.Headers // the values of the fields the policy sets
+	native.Shared                // what the request's policies share
 }
 
 var errRouteUnknown = fmt.Errorf("nethttprl: %w: the request has no pattern: "+

@@ -123,14 +123,27 @@ func (l *limits) Value(key any) any {
 	return l.Context.Value(key)
 }
 
+// Shared holds what the policies applied to one request share. An
+// Exchange with a method SharedLimits() *Shared, returning one that has
+// not been used, gives it to the request's first policy, which then
+// allocates none: an adapter's exchange, made for each request anyway,
+// can hold one. The zero value is ready to use.
+type Shared struct{ l limits }
+
 // limitsOf returns the limits of x's request, putting new ones into its
-// context when it has none yet.
+// context when it has none yet: those x holds (see Shared), if it does.
 func limitsOf(x Exchange) *limits {
 	ctx := x.Context()
 	if l, ok := ctx.Value(limitsKey{}).(*limits); ok {
 		return l
 	}
-	l := &limits{Context: ctx}
+	var l *limits
+	if s, ok := x.(interface{ SharedLimits() *Shared }); ok {
+		l = &s.SharedLimits().l
+		l.Context = ctx
+	} else {
+		l = &limits{Context: ctx}
+	}
 	x.SetContext(l)
 	return l
 }

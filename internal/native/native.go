@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // Func returns f as a function of a keyfunc.Request: one that an adapter's
@@ -60,3 +61,12 @@ func (hs *Headers) Set(h http.Header, name, value string) {
 		hs.n++
 	}
 }
+
+// Shared holds, in an adapter's exchange (made for each request), what the
+// policies applied to the request share: embedded, it gives the exchange
+// the method SharedLimits, so that the request's first policy allocates
+// nothing for them (see policy.Shared).
+type Shared struct{ s policy.Shared }
+
+// SharedLimits returns the storage s holds.
+func (s *Shared) SharedLimits() *policy.Shared { return &s.s }
