@@ -70,9 +70,9 @@ func (r *recent) replay(match func(*Limiter) bool) {
 	now := time.Now().UnixMilli()
 	r.mu.Lock()
 	var due []recentGrant
-	for _, g := range r.ring {
-		if g.l != nil && g.expires > now && match(g.l) {
-			due = append(due, g)
+	for i := range r.ring { // by index: a range over the array would copy it whole
+		if g := &r.ring[i]; g.l != nil && g.expires > now && match(g.l) {
+			due = append(due, *g)
 		}
 	}
 	r.mu.Unlock()
