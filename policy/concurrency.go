@@ -58,7 +58,7 @@ func MustNewConcurrency(c *core.Client, name string, limit int64, opts ...Option
 
 // decideSlot takes a slot of d's semaphore for the request, waiting for
 // one in wait mode.
-func (p *Policy) decideSlot(ctx context.Context, d Decision) Decision {
+func (p *Policy) decideSlot(ctx context.Context, d *Decision) {
 	s := p.client.Semaphore(d.name, d.prep.semOpts...)
 	lease, r, err := s.TryAcquire(ctx, d.cost, p.lease)
 	waited := false
@@ -69,7 +69,8 @@ func (p *Policy) decideSlot(ctx context.Context, d Decision) Decision {
 		if errors.Is(err, core.ErrUnavailable) {
 			p.held.watch(p, err)
 		}
-		return p.withoutRedis(d, slotClaim{p, s, lease}, err)
+		p.withoutRedis(d, slotClaim{p, s, lease}, err)
+		return
 	}
 	// A lease's end is no retry time: the holders renew their leases.
 	r.Rate, r.RetryAfter = d.prep.rate, 0
@@ -87,11 +88,10 @@ func (p *Policy) decideSlot(ctx context.Context, d Decision) Decision {
 			} else {
 				d.refuse(observe.FallbackDenied, http.StatusTooManyRequests, d.prep.headers.deny)
 			}
-			return d
+			return
 		}
 	}
 	d.decided(r, waited)
-	return d
 }
 
 // slotClaim is a concurrency limit's claim: lease on semaphore s.

@@ -221,7 +221,8 @@ func (p *Policy) Decide(x Exchange) Decision {
 		start = time.Now()
 	}
 	lim := limitsOf(x)
-	d := p.decide(x, lim)
+	var d Decision
+	p.decide(x, lim, &d)
 	p.writeHeaders(x, lim, &d, lim.headline(&d))
 	if d.Status != 0 {
 		lim.refused = true
@@ -236,15 +237,20 @@ func (p *Policy) Decide(x Exchange) Decision {
 // when its call was busy (see acquire).
 const overloadRetry = 10 * time.Millisecond
 
-func (p *Policy) decide(x Exchange, lim *limits) Decision {
-	d := Decision{Policy: p.name, p: p, limits: lim}
-	name, ok := p.limiterName(x, &d)
+// decide makes d p's decision of the request x, whose limits are lim. It
+// fills in d in place (as decideSlot, withoutRedis and local do): a
+// Decision passed by value at each step made the decision's stack frames,
+// which a gRPC server's new goroutine for each call grows anew, half as
+// large again.
+func (p *Policy) decide(x Exchange, lim *limits, d *Decision) {
+	*d = Decision{Policy: p.name, p: p, limits: lim}
+	name, ok := p.limiterName(x, d)
 	if !ok {
-		return d
+		return
 	}
-	d.prep = p.rateOf(x, name, &d)
-	if !p.costOf(x, &d) {
-		return d
+	d.prep = p.rateOf(x, name, d)
+	if !p.costOf(x, d) {
+		return
 	}
 	d.name = name
 	ctx := x.Context()
@@ -257,7 +263,8 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 		defer cancel()
 	}
 	if p.kind == kindConcurrency {
-		return p.decideSlot(ctx, d)
+		p.decideSlot(ctx, d)
+		return
 	}
 	l := p.client.Limiter(name, d.prep.limOpts...)
 	d.limiter = l
@@ -269,14 +276,15 @@ func (p *Policy) decide(x Exchange, lim *limits) Decision {
 	}
 	switch {
 	case err != nil && p.kind == kindQuota:
-		return p.withoutRedis(d, quotaClaim{l, r}, err)
+		p.withoutRedis(d, quotaClaim{l, r}, err)
+		return
 	case err != nil:
-		return p.withoutRedis(d, rateClaim{l, r.Grant}, err)
+		p.withoutRedis(d, rateClaim{l, r.Grant}, err)
+		return
 	case p.kind == kindQuota:
 		p.fallback.quotas.note(name, r, p.shares, time.Now())
 	}
 	d.decided(r, waited)
-	return d
 }
 
 // decided makes d the decision of Redis's answer r, which the request
@@ -464,7 +472,7 @@ func (c rateClaim) undo(ctx context.Context) { _, _ = c.l.Refund(ctx, c.g) }
 // 503), and when the limiter's keys in Redis hold what no limiter writes, or
 // any other error, which is reported: only a failing Redis under fail open
 // serves a request without a decision.
-func (p *Policy) withoutRedis(d Decision, c claim, err error) Decision {
+func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
 	if lost {
 		// The request's later limits have what is left of this one's time.
@@ -477,34 +485,38 @@ func (p *Policy) withoutRedis(d Decision, c claim, err error) Decision {
 	case failing && p.failure == failOpen:
 		d.Err = errors.Join(d.Err, d.redisErr)
 		d.Outcome = observe.ErrorServed
-		return d
+		return
 	case failing || lost && p.failure == failClosed:
 		d.Err = errors.Join(d.Err, d.redisErr)
 		d.refuse(observe.ErrorRejected, http.StatusServiceUnavailable, d.prep.headers.unavailable)
 		if lost {
 			c.undo(context.WithoutCancel(d.limits))
 		}
-		return d
+		return
 	case overload && p.failure != failLocal:
 		d.Result = core.Result{Rate: d.prep.rate, RetryAfter: ceilTimeout(p.timeout)}
 		if q, ok := c.(quotaClaim); ok {
 			d.Result.Rate = q.asked.Rate // the quota of the current period
 		}
 		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
-		return d
+		return
 	case !overload && !lost && !errors.Is(err, context.Canceled):
 		// Not Redis failing, nor this process: the limiter's keys, say.
 		d.Err = errors.Join(d.Err, d.redisErr)
 	}
-	return p.local(d, c, lost)
+	p.local(d, c, lost)
 }
 
 // local decides d in memory, at the policy's share on this process (see
 // claim); a refusal of a call whose script may yet run (sent, with no
 // answer in time: lost) gives back what it asked, so that a late grant
 // does not count.
-func (p *Policy) local(d Decision, c claim, lost bool) Decision {
-	r := c.local(&d)
+func (p *Policy) local(d *Decision, c claim, lost bool) {
+	// A copy for the claim, whose method the compiler cannot see into:
+	// d itself would then be moved to the heap on every decision.
+	dc := *d
+	r := c.local(&dc)
+	*d = dc
 	switch {
 	case r.Allowed:
 		d.Outcome = observe.FallbackAllowed
@@ -517,7 +529,6 @@ func (p *Policy) local(d Decision, c claim, lost bool) Decision {
 		c.undo(context.WithoutCancel(d.limits))
 	}
 	d.Result = r
-	return d
 }
 
 // ceilTimeout is the Retry-After of a shed request: the decision timeout,
