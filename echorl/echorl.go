@@ -78,6 +78,8 @@ func New(p *policy.Policy, opts ...Option) echo.MiddlewareFunc {
 	}
 }
 
+// committed returns a function that reports whether x's response is
+// written.
 func committed(x *exchange) func() bool { return func() bool { return x.c.Response().Committed } }
 
 // status is the response status of a request whose handler returned err:

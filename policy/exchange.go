@@ -12,7 +12,7 @@ import (
 // An Exchange is one request and its response, as an adapter presents
 // them to a Policy: the request itself, a way to replace its context, and
 // the response's header. An Exchange is used only during the call it is
-// passed to.
+// passed to, but for the Shared it may hold (see Shared).
 type Exchange interface {
 	keyfunc.Request
 	// SetContext replaces the request's context with ctx, which the
@@ -124,10 +124,13 @@ func (l *limits) Value(key any) any {
 }
 
 // Shared holds what the policies applied to one request share. An
-// Exchange with a method SharedLimits() *Shared, returning one that has
-// not been used, gives it to the request's first policy, which then
-// allocates none: an adapter's exchange, made for each request anyway,
-// can hold one. The zero value is ready to use.
+// Exchange with a method SharedLimits() *Shared gives it to the request's
+// first policy, which then allocates none: an adapter's exchange, made for
+// each request anyway, can hold one. The zero value is ready to use. A
+// Shared belongs to one request for as long as its context or a Decision
+// of it is in use (handlers, Settle from other goroutines, a refund after
+// the response): it must not be copied, pooled or used for another
+// request. A nil one is as none.
 type Shared struct{ l limits }
 
 // limitsOf returns the limits of x's request, putting new ones into its
@@ -137,13 +140,15 @@ func limitsOf(x Exchange) *limits {
 	if l, ok := ctx.Value(limitsKey{}).(*limits); ok {
 		return l
 	}
-	var l *limits
-	if s, ok := x.(interface{ SharedLimits() *Shared }); ok {
-		l = &s.SharedLimits().l
-		l.Context = ctx
-	} else {
-		l = &limits{Context: ctx}
+	var s *Shared
+	if h, ok := x.(interface{ SharedLimits() *Shared }); ok {
+		s = h.SharedLimits()
 	}
+	if s == nil {
+		s = new(Shared)
+	}
+	l := &s.l
+	l.Context = ctx
 	x.SetContext(l)
 	return l
 }
