@@ -130,7 +130,7 @@ func (l *limits) Value(key any) any {
 // Shared belongs to one request for as long as its context or a Decision
 // of it is in use (handlers, Settle from other goroutines, a refund after
 // the response): it must not be copied, pooled or used for another
-// request. A nil one is as none.
+// request. When the method returns nil, the policy allocates its own.
 type Shared struct{ l limits }
 
 // limitsOf returns the limits of x's request, putting new ones into its
