@@ -2,17 +2,16 @@ package policy
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/reqlimits"
 	"github.com/redlimit/redlimit/keyfunc"
 )
 
 // An Exchange is one request and its response, as an adapter presents
 // them to a Policy: the request itself, a way to replace its context, and
 // the response's header. An Exchange is used only during the call it is
-// passed to, but for the Shared it may hold (see Shared).
+// passed to.
 type Exchange interface {
 	keyfunc.Request
 	// SetContext replaces the request's context with ctx, which the
@@ -25,75 +24,42 @@ type Exchange interface {
 	SetHeader(name, value string)
 }
 
-// limits is what the policies applied to one request share. The first of
-// them puts it into the request's context, as a context of its own whose
-// parent is the request's, and the others find it there; it is used by
-// one goroutine at a time, the request's.
-type limits struct {
-	context.Context
-	// lost: a round trip of one of them got no answer in time, by
-	// deadline; the later ones that do not wait have until then, so that
-	// the request answers within one timeout.
-	lost     bool
-	deadline time.Time
-	// refused: one of them refused the request; the earlier ones give
-	// their grants back.
-	refused bool
-	// The RateLimit-Policy and RateLimit lists written so far.
-	policies, items string
-	// The request's headline decision (ResultFrom, and the X-RateLimit-*
-	// headers): the refusal, or else the decision with the fewest permits
-	// left; shown says which kind it is.
-	shown  shown
-	result core.Result
-
-	// settled: the real cost of the request per policy, as the handler
-	// reported it (Policy.Settle), maybe from another goroutine.
-	mu      sync.Mutex
-	settled []settlement
-}
-
-type settlement struct {
-	p       *Policy
-	permits int64
-}
-
-// settledFor returns the real cost reported for p, and whether one was.
-func (l *limits) settledFor(p *Policy) (int64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.settled {
-		if s.p == p {
-			return s.permits, true
-		}
+// limitsOf returns what the policies applied to x's request share,
+// putting it into the request's context when it is not there yet: into
+// the storage x holds when it is one of this module's adapters' exchanges
+// (which embed a reqlimits.Shared), or else into new storage.
+func limitsOf(x Exchange) *reqlimits.Limits {
+	ctx := x.Context()
+	if l, ok := reqlimits.From(ctx); ok {
+		return l
 	}
-	return 0, false
+	var l *reqlimits.Limits
+	if h, ok := x.(interface{ SharedLimits() *reqlimits.Limits }); ok {
+		l = h.SharedLimits()
+	}
+	if l == nil {
+		l = new(reqlimits.Limits)
+	}
+	l.Context = ctx
+	x.SetContext(l)
+	return l
 }
 
-// shown is the kind of a request's headline decision: none yet, one that
-// served the request, or a refusal, which stands.
-type shown uint8
-
-const (
-	shownNone shown = iota
-	shownServed
-	shownRefusal
-)
-
-// headline makes d the request's headline decision, and reports whether it
+// headline makes d the headline decision of the request whose limits are
+// l (ResultFrom, and the X-RateLimit-* headers), and reports whether it
 // did: a refusal replaces a served decision, and a served decision one
 // with more permits left. A decision that no limiter made (no key, a cost
 // refused) is never the headline.
-func (l *limits) headline(d *Decision) bool {
-	if d.prep == nil || d.Result.Rate.Permits == 0 || l.shown == shownRefusal {
+func headline(l *reqlimits.Limits, d *Decision) bool {
+	if d.prep == nil || d.Result.Rate.Permits == 0 || l.Shown == reqlimits.Refusal {
 		return false
 	}
-	if d.Status == 0 && l.shown == shownServed && d.Result.Remaining >= l.result.Remaining {
+	if d.Status == 0 && l.Shown == reqlimits.Served && d.Result.Remaining >= l.Result.Remaining {
 		return false
 	}
-	l.shown, l.result = shownServed, d.Result
+	l.Shown, l.Result = reqlimits.Served, d.Result
 	if d.Status != 0 {
-		l.shown = shownRefusal
+		l.Shown = reqlimits.Refusal
 	}
 	return true
 }
@@ -105,50 +71,9 @@ func (l *limits) headline(d *Decision) bool {
 // X-RateLimit-* headers show). Adapters read it from their framework's
 // request with a ResultFrom of their own.
 func ResultFrom(ctx context.Context) (core.Result, bool) {
-	l, ok := ctx.Value(limitsKey{}).(*limits)
-	if !ok || l.shown == shownNone {
+	l, ok := reqlimits.From(ctx)
+	if !ok || l.Shown == reqlimits.None {
 		return core.Result{}, false
 	}
-	return l.result, true
-}
-
-type limitsKey struct{}
-
-// Value returns the limits themselves for their own key, and the request
-// context's values for any other.
-func (l *limits) Value(key any) any {
-	if key == (limitsKey{}) {
-		return l
-	}
-	return l.Context.Value(key)
-}
-
-// Shared holds what the policies applied to one request share. An
-// Exchange with a method SharedLimits() *Shared gives it to the request's
-// first policy, which then allocates none: an adapter's exchange, made for
-// each request anyway, can hold one. The zero value is ready to use. A
-// Shared belongs to one request for as long as its context or a Decision
-// of it is in use (handlers, Settle from other goroutines, a refund after
-// the response): it must not be copied, pooled or used for another
-// request. When the method returns nil, the policy allocates its own.
-type Shared struct{ l limits }
-
-// limitsOf returns the limits of x's request, putting new ones into its
-// context when it has none yet: those x holds (see Shared), if it does.
-func limitsOf(x Exchange) *limits {
-	ctx := x.Context()
-	if l, ok := ctx.Value(limitsKey{}).(*limits); ok {
-		return l
-	}
-	var s *Shared
-	if h, ok := x.(interface{ SharedLimits() *Shared }); ok {
-		s = h.SharedLimits()
-	}
-	if s == nil {
-		s = new(Shared)
-	}
-	l := &s.l
-	l.Context = ctx
-	x.SetContext(l)
-	return l
+	return l.Result, true
 }

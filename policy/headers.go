@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/reqlimits"
 )
 
 // headerStyle selects the rate limit fields of responses.
@@ -195,7 +196,7 @@ func sfString(name string) string {
 // request, each adds its item to the RateLimit and RateLimit-Policy lists
 // (lim holds them), and the X-RateLimit-* headers are those of the
 // request's headline decision (see limits.headline).
-func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline bool) {
+func (p *Policy) writeHeaders(x Exchange, lim *reqlimits.Limits, d *Decision, headline bool) {
 	if d.Status == http.StatusServiceUnavailable {
 		x.SetHeader(headerRetryAfter, failedRetryAfter)
 		return
@@ -242,10 +243,10 @@ func (p *Policy) writeHeaders(x Exchange, lim *limits, d *Decision, headline boo
 		if h.periods != nil {
 			policy = h.periods.get(policy, d.Result.Rate.Interval)
 		}
-		lim.policies = appendItem(lim.policies, policy)
-		lim.items = appendItem(lim.items, s[rEnd:])
-		x.SetHeader(headerRateLimitPolicy, lim.policies)
-		x.SetHeader(headerRateLimit, lim.items)
+		lim.Policies = appendItem(lim.Policies, policy)
+		lim.Items = appendItem(lim.Items, s[rEnd:])
+		x.SetHeader(headerRateLimitPolicy, lim.Policies)
+		x.SetHeader(headerRateLimit, lim.Items)
 	}
 	if legacy {
 		x.SetHeader(headerLimit, h.limit)

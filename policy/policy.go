@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/reqlimits"
 	"github.com/redlimit/redlimit/keyfunc"
 	"github.com/redlimit/redlimit/observe"
 )
@@ -193,7 +194,7 @@ type Decision struct {
 	Err error
 
 	p        *Policy
-	limits   *limits
+	limits   *reqlimits.Limits
 	name     string        // the limiter's name, without the key prefix
 	limiter  *core.Limiter // the limiter decided on
 	slot     *slot         // the slot the request holds, of a concurrency limit
@@ -223,9 +224,9 @@ func (p *Policy) Decide(x Exchange) Decision {
 	lim := limitsOf(x)
 	var d Decision
 	p.decide(x, lim, &d)
-	p.writeHeaders(x, lim, &d, lim.headline(&d))
+	p.writeHeaders(x, lim, &d, headline(lim, &d))
 	if d.Status != 0 {
-		lim.refused = true
+		lim.Refused = true
 	}
 	if p.observer != nil {
 		p.observe(&d, time.Since(start))
@@ -242,7 +243,7 @@ const overloadRetry = 10 * time.Millisecond
 // Decision passed by value at each step made the decision's stack frames,
 // which a gRPC server's new goroutine for each call grows anew, half as
 // large again.
-func (p *Policy) decide(x Exchange, lim *limits, d *Decision) {
+func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 	*d = Decision{Policy: p.name, p: p, limits: lim}
 	name, ok := p.limiterName(x, d)
 	if !ok {
@@ -254,12 +255,12 @@ func (p *Policy) decide(x Exchange, lim *limits, d *Decision) {
 	}
 	d.name = name
 	ctx := x.Context()
-	if lim.lost && p.waits == nil {
+	if lim.Lost && p.waits == nil {
 		// An earlier limit of the request got no answer in time: this one,
 		// which does not wait, has what is left of that one's time, so
 		// that the request is answered within one timeout.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, lim.deadline)
+		ctx, cancel = context.WithDeadline(ctx, lim.LostAt)
 		defer cancel()
 	}
 	if p.kind == kindConcurrency {
@@ -476,7 +477,7 @@ func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
 	if lost {
 		// The request's later limits have what is left of this one's time.
-		d.limits.lost, d.limits.deadline = true, time.Now()
+		d.limits.Lost, d.limits.LostAt = true, time.Now()
 	}
 	d.redisErr = fmt.Errorf("policy %s: %w", p.name, err)
 	switch {
@@ -558,10 +559,10 @@ func (d Decision) Done(status int) {
 	if p == nil || d.Result.Grant == (core.Grant{}) {
 		return
 	}
-	refund := d.limits.refused || p.refund != nil && p.refund(status)
+	refund := d.limits.Refused || p.refund != nil && p.refund(status)
 	permits, settle := int64(0), refund
 	if !refund {
-		permits, settle = d.limits.settledFor(p)
+		permits, settle = d.limits.Settled(p)
 	}
 	if !settle {
 		return
@@ -606,19 +607,9 @@ func (p *Policy) Settle(ctx context.Context, permits int64) error {
 	if permits < 0 || permits > core.MaxPermits {
 		return fmt.Errorf("policy %s: Settle(%d): %w: permits must be in [0, %d]", p.name, permits, core.ErrInvalidPermits, int64(core.MaxPermits))
 	}
-	lim, ok := ctx.Value(limitsKey{}).(*limits)
-	if !ok {
-		return nil
+	if lim, ok := reqlimits.From(ctx); ok {
+		lim.Settle(p, permits)
 	}
-	lim.mu.Lock()
-	defer lim.mu.Unlock()
-	for i := range lim.settled {
-		if lim.settled[i].p == p {
-			lim.settled[i].permits = permits
-			return nil
-		}
-	}
-	lim.settled = append(lim.settled, settlement{p, permits})
 	return nil
 }
 

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/redlimit/redlimit/internal/reqlimits"
 	"github.com/redlimit/redlimit/keyfunc"
-	"github.com/redlimit/redlimit/policy"
 )
 
 // Func returns f as a function of a keyfunc.Request: one that an adapter's
@@ -63,10 +63,6 @@ func (hs *Headers) Set(h http.Header, name, value string) {
 }
 
 // Shared holds, in an adapter's exchange (made for each request), what the
-// policies applied to the request share: embedded, it gives the exchange
-// the method SharedLimits, so that the request's first policy allocates
-// nothing for them (see policy.Shared).
-type Shared struct{ s policy.Shared }
-
-// SharedLimits returns the storage s holds.
-func (s *Shared) SharedLimits() *policy.Shared { return &s.s }
+// policies applied to the request share, so that the request's first
+// policy allocates nothing for it.
+type Shared = reqlimits.Shared
