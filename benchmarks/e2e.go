@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -52,6 +53,10 @@ const (
 	variantObserver = "redlimit (memory core) + observer (Prometheus)"
 	variantRateFunc = "redlimit (memory core) + rate func"
 	variantRefund   = "redlimit (memory core) + refund rule"
+	// gRPC only: an interceptor that sends the five rate limit fields that
+	// redlimit's sends on a grant, and decides nothing: what grpc itself
+	// charges for them.
+	variantFields   = "the five rate limit fields alone"
 	statusMWFailure = http.StatusServiceUnavailable // written by the error handlers below
 )
 
@@ -274,7 +279,17 @@ func buildGRPC(client *core.Client, timeout time.Duration, _ int, feature string
 	intercept := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return h(withPeer(ctx), req)
 	}
-	if client != nil {
+	switch {
+	case feature == variantFields:
+		intercept = func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			md := make(metadata.MD, len(grpcFields))
+			for i, f := range grpcFields {
+				md[f.key] = grpcFieldValues[i : i+1 : i+1]
+			}
+			_ = grpc.SetHeader(ctx, md)
+			return h(withPeer(ctx), req)
+		}
+	case client != nil:
 		p := benchPolicy(client, timeout, feature, policy.WithFailClosed())
 		limit := grpcrl.UnaryServerInterceptor(p, grpcrl.WithErrorHandler(func(context.Context, error) {}))
 		intercept = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -310,6 +325,26 @@ func buildGRPC(client *core.Client, timeout time.Duration, _ int, feature string
 	}, stop
 }
 
+// grpcFields are the rate limit fields that grpcrl's interceptor sends on
+// a grant in scenario e, with values of the same length.
+var grpcFields = []struct{ key, value string }{
+	{"ratelimit-policy", `"bench-1";q=1000000;w=60`},
+	{"ratelimit", `"bench-1";r=999999;t=1`},
+	{"x-ratelimit-limit", "1000000"},
+	{"x-ratelimit-remaining", "999999"},
+	{"x-ratelimit-reset", "1"},
+}
+
+// grpcFieldValues are grpcFields' values, which every call's metadata
+// shares.
+var grpcFieldValues = func() []string {
+	v := make([]string, len(grpcFields))
+	for i, f := range grpcFields {
+		v[i] = f.value
+	}
+	return v
+}()
+
 // names4 are limiter names as the middleware builds them for IPv4 clients:
 // the policy name, then the address.
 var names4 = names("bench:10.0.", 256)
@@ -323,6 +358,7 @@ type variant struct {
 	client  func(rdb *redis.Client) (*core.Client, error)
 	feature string // the variant's extra option, or ""
 	single  bool   // measured at one caller only
+	only    string // the one framework it is measured on, if not every one
 }
 
 // memoryTimeout is the call timeout on the memory core. With no I/O, 64
@@ -346,7 +382,8 @@ func variants() []variant {
 			vs = append(vs, variant{name: f, timeout: memoryTimeout, client: memory, feature: f, single: true})
 		}
 	}
-	return vs
+	return append(vs, variant{name: variantFields, client: func(*redis.Client) (*core.Client, error) { return nil, nil },
+		feature: variantFields, single: true, only: "gRPC"})
 }
 
 // coreAlone is the core decision the middleware makes per request, on the
@@ -385,7 +422,7 @@ func (h *harness) runE(ctx context.Context) ([]row, error) {
 		for _, n := range callerCounts {
 			var vs []variant
 			for _, v := range variants() {
-				if !v.single || n == 1 {
+				if (!v.single || n == 1) && (v.only == "" || v.only == fw.name) {
 					vs = append(vs, v)
 				}
 			}

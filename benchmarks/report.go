@@ -254,6 +254,8 @@ func (r *report) targets() [][]string {
 				r.overhead(fw.name, v))
 		}
 	}
+	add("Framework cost (e), gRPC, "+variantFields+" (no decision), 1 caller: Δ mean, Δ p50, Δ allocs per request vs the bare framework",
+		r.overhead("gRPC", variantFields))
 	for _, v := range []string{variantObserver, variantRateFunc, variantRefund} {
 		for _, fw := range frameworks {
 			add(fmt.Sprintf("Option cost (e), %s, %s, 1 caller: Δ mean, Δ p50, Δ allocs per request vs the memory core without it", fw.name, v),
@@ -339,6 +341,16 @@ func (r *report) overhead(fw, v string) string {
 			"%s µs mean, **%s µs p50**, **%s allocs**",
 			fixed(core.median(byMean), 2), fixed(core.median(byP50Micros), 2), fixed(core.median(byAllocs), 1),
 			signed(mean-core.median(byMean)), signed(p50-core.median(byP50Micros)), signed(allocs-core.median(byAllocs)))
+	}
+	if core, ok := r.find("e", coreAlone, variantMemory, 1); ok && v == variantMemory && !core.failed() {
+		if fields, ok := r.find("e", fw, variantFields, 1); ok && !fields.failed() {
+			// What grpc charges for the fields the interceptor sends.
+			fm, fp, fa := fields.median(byMean)-bare.median(byMean), fields.median(byP50Micros)-bare.median(byP50Micros),
+				fields.median(byAllocs)-bare.median(byAllocs)
+			s += fmt.Sprintf("; beyond the core decision and grpc's cost of the five fields (%s µs mean, %s µs p50, %s allocs): "+
+				"%s µs mean, **%s µs p50**, **%s allocs**", signed(fm), signed(fp), signed(fa),
+				signed(mean-core.median(byMean)-fm), signed(p50-core.median(byP50Micros)-fp), signed(allocs-core.median(byAllocs)-fa))
+		}
 	}
 	if core, ok := r.find("a", poolDefault, libRedlimit, 1); ok && v == variantRedis && !core.failed() {
 		s += fmt.Sprintf("; beyond the core decision (a, 1 caller: %s µs mean, %s allocs): %s µs, %s allocs",
