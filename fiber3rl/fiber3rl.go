@@ -55,7 +55,7 @@ func New(p *policy.Policy, opts ...Option) fiber.Handler {
 		if cfg.Skip != nil && cfg.Skip(c) {
 			return c.Next()
 		}
-		return flow.Serve(p, exchange{c}, c)
+		return flow.Serve(p, &exchange{c: c}, c)
 	}
 }
 
@@ -116,33 +116,36 @@ func CostFunc(f func(fiber.Ctx) (int64, error)) policy.CostFunc { return native.
 
 // exchange is the policy.Exchange of a Fiber request. Its strings are
 // Fiber's zero-copy views, valid until the handler returns.
-type exchange struct{ c fiber.Ctx }
+type exchange struct {
+	c             fiber.Ctx
+	native.Shared // what the request's policies share
+}
 
 var errRouteUnknown = fmt.Errorf("fiber3rl: %w in middleware added with app.Use or to a group: "+
 	"pass the middleware to the route (app.Get(path, limit, handler)) to key on the route", keyfunc.ErrRouteUnknown)
 
-func (x exchange) Native() fiber.Ctx              { return x.c }
-func (x exchange) Context() context.Context       { return x.c.Context() }
-func (x exchange) SetContext(ctx context.Context) { x.c.SetContext(ctx) }
-func (x exchange) SetHeader(name, value string) {
+func (x *exchange) Native() fiber.Ctx              { return x.c }
+func (x *exchange) Context() context.Context       { return x.c.Context() }
+func (x *exchange) SetContext(ctx context.Context) { x.c.SetContext(ctx) }
+func (x *exchange) SetHeader(name, value string) {
 	if value == "" {
 		x.c.Response().Header.Del(name)
 		return
 	}
 	x.c.Set(name, value)
 }
-func (x exchange) Header(name string) string { return x.c.Get(name) }
-func (x exchange) Query(name string) string  { return x.c.Query(name) }
-func (x exchange) RemoteAddr() string        { return x.c.RequestCtx().RemoteAddr().String() }
+func (x *exchange) Header(name string) string { return x.c.Get(name) }
+func (x *exchange) Query(name string) string  { return x.c.Query(name) }
+func (x *exchange) RemoteAddr() string        { return x.c.RequestCtx().RemoteAddr().String() }
 
-func (x exchange) RemoteAddrPort() netip.AddrPort {
+func (x *exchange) RemoteAddrPort() netip.AddrPort {
 	return native.AddrPort(x.c.RequestCtx().RemoteAddr())
 }
 
 // Route returns the method and template of the route whose handlers run.
 // Until the router matches a route, as in app.Use, c.FullPath() is the
 // prefix of the Use, not a route, and c.Matched() is false.
-func (x exchange) Route() (string, error) {
+func (x *exchange) Route() (string, error) {
 	if !x.c.Matched() {
 		return "", errRouteUnknown
 	}
@@ -150,14 +153,14 @@ func (x exchange) Route() (string, error) {
 }
 
 // Value returns c.Locals(key), else the value of the request's context.
-func (x exchange) Value(key any) any {
+func (x *exchange) Value(key any) any {
 	if v := x.c.Locals(key); v != nil {
 		return v
 	}
 	return x.c.Context().Value(key)
 }
 
-func (x exchange) HeaderValues(name string) []string {
+func (x *exchange) HeaderValues(name string) []string {
 	lines := x.c.Request().Header.PeekAll(name)
 	values := make([]string, len(lines))
 	for i, b := range lines {
