@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -207,6 +208,15 @@ func (x *call) Header(k string) string         { return cmp.Or(x.HeaderValues(k)
 func (x *call) HeaderValues(k string) []string { return metadata.ValueFromIncomingContext(x.ctx, k) }
 func (x *call) Query(string) string            { return "" }
 func (x *call) Value(key any) any              { return x.ctx.Value(key) }
+
+// RemoteAddrPort returns the peer's TCP address, which keyfunc.IP reads
+// with no string made and parsed again.
+func (x *call) RemoteAddrPort() netip.AddrPort {
+	if p, ok := peer.FromContext(x.ctx); ok {
+		return native.AddrPort(p.Addr)
+	}
+	return netip.AddrPort{}
+}
 
 func (x *call) RemoteAddr() string {
 	if p, ok := peer.FromContext(x.ctx); ok && p.Addr != nil {
