@@ -166,6 +166,9 @@ func (b *batcher) take() []*waiter {
 // script runs before that deadline or never (see Limiter.Refund). It
 // requires that the batcher's lock is held.
 func seal(batch []*waiter) {
+	if len(batch) == 0 {
+		return
+	}
 	latest := time.Now().Add(roundTripGrace)
 	for _, w := range batch {
 		if w.deadline.IsZero() {

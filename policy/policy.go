@@ -312,7 +312,10 @@ func (d *Decision) decided(r core.Result, waited bool) {
 // add more; a late grant of such a call is given back (core.Limiter.Refund
 // waits until its script, should it run late, has run).
 func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWait time.Duration) (core.Result, bool, error) {
-	start := time.Now()
+	var start time.Time // read only by a call that waits or asks again
+	if maxWait > 0 || p.waits != nil {
+		start = time.Now()
+	}
 	for tries := 0; ; tries++ {
 		var r core.Result
 		var err error
