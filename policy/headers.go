@@ -195,7 +195,7 @@ func sfString(name string) string {
 // the period's end. When several policies limit one
 // request, each adds its item to the RateLimit and RateLimit-Policy lists
 // (lim holds them), and the X-RateLimit-* headers are those of the
-// request's headline decision (see limits.headline).
+// request's headline decision (see headline).
 func (p *Policy) writeHeaders(x Exchange, lim *reqlimits.Limits, d *Decision, headline bool) {
 	if d.Status == http.StatusServiceUnavailable {
 		x.SetHeader(headerRetryAfter, failedRetryAfter)

@@ -14,7 +14,7 @@ import (
 )
 
 // Limits is what the policies applied to one request share. It is used by
-// one goroutine at a time, the request's, but for Settled.
+// one goroutine at a time, the request's, but for Settle and Settled.
 type Limits struct {
 	context.Context
 	// Lost: a round trip of one of them got no answer in time, at
