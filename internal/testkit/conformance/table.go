@@ -201,11 +201,27 @@ func run(t *testing.T, a Adapter, b backend) {
 
 	t.Run("Retry-After is never earlier than the real wait", func(t *testing.T) {
 		t.Parallel()
-		_, c := one(t, Limit{Name: "retry", Rate: core.Rate{Permits: 1, Interval: 1500 * time.Millisecond}})
+		ap, c := one(t, Limit{Name: "retry", Rate: core.Rate{Permits: 1, Interval: 1500 * time.Millisecond}})
 		require.Equal(t, http.StatusOK, c.get("/a").status)
+		// Judged by Redis's clock: the grant's time, and the denial's,
+		// which lies between the two readings around the request.
+		grants, err := b.rdb.ZRangeWithScores(context.Background(), permitsKey(ap, "retry", a.Peer.String()), 0, -1).Result()
+		require.NoError(t, err)
+		require.Len(t, grants, 1)
+		before := redisNow(t, b.rdb)
 		r := c.get("/a")
+		after := redisNow(t, b.rdb)
 		require.Equal(t, http.StatusTooManyRequests, r.status)
-		assert.Equal(t, "2", r.header.Get("Retry-After"), "1.5 s rounded up")
+		// The wait, 1.5 s after the grant, rounded up to whole seconds
+		// (2 when the denial comes within 0.5 s of the grant).
+		wait := func(at time.Time) int64 {
+			ms := int64(grants[0].Score) + 1500 - at.UnixMilli()
+			return max((ms+999)/1000, 1)
+		}
+		got, err := strconv.ParseInt(r.header.Get("Retry-After"), 10, 64)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, got, wait(after), "the wait rounded up")
+		assert.LessOrEqual(t, got, wait(before), "the wait rounded up")
 		assert.Equal(t, `"retry";q=1`, r.header.Get("RateLimit-Policy"), "no w for a sub-second window")
 		time.Sleep(2 * time.Second)
 		assert.Equal(t, http.StatusOK, c.get("/a").status, "granted after Retry-After")
