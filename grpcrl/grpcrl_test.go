@@ -265,7 +265,8 @@ func ceilSecond(d time.Duration) time.Duration {
 
 func TestAllow(t *testing.T) {
 	client, _ := shared(t)
-	conn := unary(t, policy.MustNew(client, "api", core.PerMinute(3)))
+	p := policy.MustNew(client, "api", core.PerMinute(3))
+	conn := unary(t, p)
 	for i := range 3 {
 		header, err := invoke(t, conn, unaryMethod)
 		require.NoError(t, err, "call %d", i+1)
@@ -277,6 +278,12 @@ func TestAllow(t *testing.T) {
 		assert.Len(t, header.Get("x-ratelimit-reset"), 1)
 		assert.Empty(t, header.Get("retry-after"), "an allowed call has no retry-after")
 	}
+	// By default a call is keyed by its peer's address, as keyfunc.IP
+	// formats it.
+	r, err := p.Peek(context.Background(), "127.0.0.1")
+	require.NoError(t, err)
+	assert.Zero(t, r.Remaining, "the three calls were limited under the peer's address")
+	assert.False(t, r.Allowed)
 }
 
 // TestHandlerReadsItsDecision: a handler reads the decision of its call
