@@ -74,8 +74,9 @@ func (c *Client) do(ctx context.Context, cl *call) (sent bool, err error) {
 type scriptCall struct {
 	groups [][]*call
 	cmd    *redis.IntSliceCmd
-	one    [1][]*call // groups, of a script call of one group
-	argv   [16]any    // backs the command's arguments when they fit
+	first  redis.IntSliceCmd // backs cmd when it is first built
+	one    [1][]*call        // groups, of a script call of one group
+	argv   [16]any           // backs the command's arguments when they fit
 }
 
 // send makes one round trip for calls (see trip), inside the Client's
@@ -284,7 +285,7 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 		}
 	}
 	if first.s != scriptAcquire {
-		return redis.NewIntSliceCmd(ctx, append(args, first.args...)...)
+		return sc.newCmd(ctx, append(args, first.args...))
 	}
 	for _, g := range sc.groups {
 		args = g[0].l.scriptRate().appendTo(args)
@@ -293,7 +294,18 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 			args = append(args, &cl.permits, &cl.member)
 		}
 	}
-	return redis.NewIntSliceCmd(ctx, args...)
+	return sc.newCmd(ctx, args)
+}
+
+// newCmd returns the command of args: the first one built in sc.first,
+// which saves an allocation, and one sent again (NOSCRIPT, TRYAGAIN) new.
+func (sc *scriptCall) newCmd(ctx context.Context, args []any) *redis.IntSliceCmd {
+	cmd := &sc.first
+	if sc.cmd == cmd {
+		cmd = new(redis.IntSliceCmd)
+	}
+	*cmd = *redis.NewIntSliceCmd(ctx, args...)
+	return cmd
 }
 
 // finish gives every call of sc its result, or err.
