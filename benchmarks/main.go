@@ -1,8 +1,8 @@
 // Command benchmarks measures redlimit against its peer libraries on a
 // redis-server of its own and writes results.md and chart.svg (scenarios a
-// to g and s), and http.md and http.svg (scenario h):
+// to g, i and s), and http.md and http.svg (scenario h):
 //
-//	go run . [-duration 200ms] [-warmup 100ms] [-samples 10] [-only abcdefghs] [-out results]
+//	go run . [-duration 200ms] [-warmup 100ms] [-samples 10] [-only abcdefghis] [-out results]
 //
 // See README.md for the scenarios and the columns.
 package main
@@ -36,7 +36,7 @@ func main() {
 		"with a confidence interval from 6 runs and significance tests from 4")
 	warmup := flag.Duration("warmup", 100*time.Millisecond, "unmeasured time before each run (scenario d: half of it; s: at most 100ms)")
 	out := flag.String("out", "results", "directory of the reports and charts")
-	only := flag.String("only", "abcdefghs", "the scenarios to run, by letter (h: the middleware through HTTP; s: the cost of a script call)")
+	only := flag.String("only", "abcdefghis", "the scenarios to run, by letter (h: the middleware through HTTP; i: one caller, the libraries in turns decision by decision; s: the cost of a script call)")
 	flag.Parse()
 	selected = *only
 	if *duration <= 0 || *warmup <= 0 || *samples <= 0 {
@@ -143,6 +143,13 @@ func measureAll(ctx context.Context, h, hd, hs *harness, rep *report) error {
 			return err
 		}
 	}
+	if wanted("i") {
+		rows, err := h.runI(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return err
+		}
+	}
 	if wanted("s") {
 		rows, err := hs.runS(ctx)
 		rep.Rows = append(rep.Rows, rows...)
@@ -180,7 +187,7 @@ func write(rep *report, dir string) error {
 		writeSVG func(io.Writer) error
 	}
 	var outs []output
-	if strings.ContainsAny(selected, "abcdefgs") {
+	if strings.ContainsAny(selected, "abcdefgis") {
 		outs = append(outs, output{"results.md", "chart.svg", rep.writeMarkdown, rep.writeSVG})
 	}
 	if wanted("h") {

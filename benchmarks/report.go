@@ -46,6 +46,7 @@ var scenarioTitles = map[string]string{
 	"f": "new keys: every decision is the first of its key",
 	"g": "hot key, allowed: one key at 1 000 000 000 permits per minute, hit by every caller",
 	"h": "each library's own middleware through HTTP",
+	"i": "one caller, the libraries in turns decision by decision",
 	"s": "Redis time per script call (µs)",
 }
 
@@ -235,6 +236,9 @@ func (r *report) targets() [][]string {
 		}
 	}
 	add("One caller p50 (a, default pool): redlimit ÷ floor", fig)
+	toFloor, toPeer := r.interleavedTargets()
+	add("One caller, in turns decision by decision (i): p50 ÷ the floor's, run by run", toFloor)
+	add("One caller, in turns decision by decision (i): redlimit's p50 ÷ the fastest peer's, run by run", toPeer)
 
 	for _, lib := range r.librariesOf("d") {
 		fig := missing
@@ -486,6 +490,15 @@ func (r *report) writeMarkdown(w io.Writer) error {
 
 	fmt.Fprintf(b, "## Scenario e: %s\n\n", scenarioTitles["e"])
 	r.requestTable(b)
+
+	fmt.Fprintf(b, "## Scenario i: %s\n\n", scenarioTitles["i"])
+	b.WriteString("One go-redis client (default pool) and one caller. In each round every library makes one decision, " +
+		"in a new random order, on the same one of 1 000 keys, each decided once by every library before the runs and " +
+		"far below its limit. A run is the rounds of one measured time; a library's p50 and p99 are over its decisions " +
+		"in the run, its mean is over their times alone. *÷ the floor's* is the median, over the runs, of the " +
+		"library's p50 ÷ the floor's p50 in the same run, with its interval; bold when the interval leaves out 1. " +
+		"Redis's figures are not taken: the libraries' commands are mixed (scenario a at one caller has them).\n\n")
+	r.interleavedTable(b)
 
 	fmt.Fprintf(b, "## Scenario s: %s\n\n", scenarioTitles["s"])
 	b.WriteString("Redis's own script time per decision: usec of EVALSHA in INFO commandstats after CONFIG RESETSTAT, ÷ decisions, " +

@@ -89,6 +89,15 @@ func fakeReport() *report {
 	add("e", coreAlone, variantMemory, 1, 500_000, 2*time.Microsecond, 9, false)
 	add("e", "gRPC", variantMemory, 1, 25_000, 40*time.Microsecond, 40, false)
 	add("e", "gRPC", variantFields, 1, 100_000, 10*time.Microsecond, 30, false)
+	// Scenario i: p50s of 100, 90, 80, 120 and 50 µs, the runs of each
+	// library spread alike, so that each run's ratio is the ratio of the
+	// medians; httprate-redis's runs returned errors.
+	for lib, p50 := range map[string]float64{libRedlimit: 100, libRedisRate: 90, libUlule: 80, libHTTPRate: 120, libFloor: 50} {
+		x := add("i", "", lib, 1, 1e6/p50, time.Duration(p50*1e3), 0, false)
+		if lib == libHTTPRate {
+			x.Errors = 1
+		}
+	}
 	script := func(cs, lib string, callers int, perCall, calls float64) *row {
 		x := add("s", cs, lib, callers, 1000, time.Millisecond, 0, true)
 		x.Redis.Script, x.Redis.ScriptCalls, x.Redis.CPU = perCall*calls, calls, 3*calls
@@ -172,6 +181,15 @@ func TestMarkdown(t *testing.T) {
 			"settle 2 → 3 permits **7.50 [7.50, 7.50] µs**; refund: n/a (errors in redlimit's refund (2 permits)) |",
 		"| gRPC | redlimit (Redis) | 1 | 10 000 [9 750, 10 250] | 100.0 [97.5, 102.5] µs | 200.0 [195.0, 205.0] µs | 60.0 | 3.00 | 1.00 | 12.5 | 8.0 | 8.0 | +99.0 µs | +50.0 | 0 |",
 		"| floor | the library, 64 goroutines | 1 000 | 1.00 | 4.00 [4.00, 4.00] | +0.00 | 0.40× [0.40, 0.40] (p=0.002) | 3.00 | 0 |",
+		"| One caller, in turns decision by decision (i): p50 ÷ the floor's, run by run | redlimit **2.00×** [2.00, 2.00] (100.0 [97.5, 102.5] µs); " +
+			"redis_rate **1.80×** [1.80, 1.80] (90.0 [87.8, 92.2] µs); ulule/limiter **1.60×** [1.60, 1.60] (80.0 [78.0, 82.0] µs); " +
+			"httprate-redis: n/a (errors in httprate-redis); the floor 50.0 [48.8, 51.2] µs |",
+		"| One caller, in turns decision by decision (i): redlimit's p50 ÷ the fastest peer's, run by run | **1.25×** [1.25, 1.25] (ulule/limiter) |",
+		"## Scenario i: one caller, the libraries in turns decision by decision",
+		"| library | p50 | p99 | mean | p50 ÷ the floor's, run by run | decisions (median run) | errors |",
+		"| redlimit | 100.0 [97.5, 102.5] µs | 200.0 [195.0, 205.0] µs | 100.0 [97.6, 102.6] µs | 2.00× [2.00, 2.00] | 10 000 | 0 |",
+		"| httprate-redis | 120.0 [117.0, 123.0] µs | 240.0 [234.0, 246.0] µs | 120.0 [117.1, 123.1] µs | – | 8 333 | 1 |",
+		"| floor | 50.0 [48.8, 51.2] µs | 100.0 [97.5, 102.5] µs | 50.0 [48.8, 51.3] µs | – | 20 000 | 0 |",
 		"Each figure is the median of 6 runs with its confidence interval in brackets",
 		"- a note",
 	} {
