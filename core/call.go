@@ -297,11 +297,12 @@ func (sc *scriptCall) command(ctx context.Context, eval bool) *redis.IntSliceCmd
 	return sc.newCmd(ctx, args)
 }
 
-// newCmd returns the command of args: the first one built in sc.first,
-// which saves an allocation, and one sent again (NOSCRIPT, TRYAGAIN) new.
+// newCmd returns the command of args. The first one built for sc lives in
+// sc.first, which saves an allocation; a later one (sc sent again after
+// NOSCRIPT or TRYAGAIN) is new.
 func (sc *scriptCall) newCmd(ctx context.Context, args []any) *redis.IntSliceCmd {
 	cmd := &sc.first
-	if sc.cmd == cmd {
+	if sc.cmd != nil {
 		cmd = new(redis.IntSliceCmd)
 	}
 	*cmd = *redis.NewIntSliceCmd(ctx, args...)
