@@ -119,14 +119,14 @@ func paired(a, b row) []float64 {
 // when the interval leaves out 1, else "~".
 func pairedRatio(rs []float64) string {
 	d := summarize(rs)
-	s := ratio(d.Center, 1)
-	if d.bounded() {
-		s += " [" + fixed(d.Lo, 2) + ", " + fixed(d.Hi, 2) + "]"
+	if !d.bounded() {
+		return "~ (" + ratio(d.Center, 1) + ")"
 	}
-	if d.bounded() && (d.Lo > 1 || d.Hi < 1) {
-		return "**" + strings.Replace(s, " [", "** [", 1)
+	iv := " [" + fixed(d.Lo, 2) + ", " + fixed(d.Hi, 2) + "]"
+	if d.Lo > 1 || d.Hi < 1 {
+		return "**" + ratio(d.Center, 1) + "**" + iv
 	}
-	return "~ (" + s + ")"
+	return "~ (" + ratio(d.Center, 1) + iv + ")"
 }
 
 // interleavedTargets returns scenario i's figures: each library's p50 ÷
