@@ -50,25 +50,55 @@ func newDenialCache(capacity int) *denialCache {
 	return &denialCache{m: lru.New[denial](capacity)}
 }
 
+// cached says what the denial cache holds for a request.
+type cached uint8
+
+const (
+	notCached cached = iota
+	// deniedCached: a denial that answers the request.
+	deniedCached
+	// heldCached: a denial kept past denialLife, while Redis answers: the
+	// request asks Redis, and the denial stands if Redis does not answer
+	// (see held).
+	heldCached
+)
+
 // get returns the cached denial of a request for permits on name at rate,
 // if any. A request for more permits than were denied is denied too, with
 // the time when every permit is back as its retry time: the exact one is
 // not known, and that one is never early.
-func (c *denialCache) get(l *Limiter, rate *rateArgs, permits int64, now time.Time) (Result, bool) {
+func (c *denialCache) get(l *Limiter, rate *rateArgs, permits int64, now time.Time) (Result, cached) {
+	return c.lookup(l, rate, permits, now, false)
+}
+
+// held returns the denial that the cache keeps for a request that Redis
+// did not answer, whatever its age: nothing can have freed its permits
+// that this process would know of before they may be back, so a client
+// that Redis denied stays denied until its retry time, also in the moments
+// before the Client knows that Redis fails.
+func (c *denialCache) held(l *Limiter, rate *rateArgs, permits int64, now time.Time) (Result, bool) {
+	r, in := c.lookup(l, rate, permits, now, true)
+	return r, in == deniedCached
+}
+
+// lookup is get, or with anyAge held.
+func (c *denialCache) lookup(l *Limiter, rate *rateArgs, permits int64, now time.Time, anyAge bool) (Result, cached) {
 	if c.n.Load() <= 0 {
-		return Result{}, false
+		return Result{}, notCached
 	}
 	d, _, s := c.m.Lock(l.name, false)
 	defer s.Unlock()
 	switch {
 	case d == nil:
-		return Result{}, false
-	case !now.Before(d.back) || !now.Before(d.fresh) && !l.c.batcherFor(l).node.Load().failing.Load():
+		return Result{}, notCached
+	case !now.Before(d.back):
 		s.Delete(l.name)
 		c.n.Add(-1)
-		return Result{}, false
+		return Result{}, notCached
 	case *d.rate != *rate || permits < d.permits || permits > d.res.Rate.Permits:
-		return Result{}, false
+		return Result{}, notCached
+	case !anyAge && !now.Before(d.fresh) && !l.c.batcherFor(l).node.Load().failing.Load():
+		return Result{}, heldCached
 	}
 	r := d.res
 	r.RetryAfter = d.retryAt.Sub(now)
@@ -78,13 +108,15 @@ func (c *denialCache) get(l *Limiter, rate *rateArgs, permits int64, now time.Ti
 	r.ResetAfter = max(d.reset.Sub(now), r.RetryAfter)
 	r.Cached = true
 	r.at = 0
-	return r, true
+	return r, deniedCached
 }
 
-// denialLife is how long a denial is kept at most while Redis answers: a
+// denialLife is how long a denial answers at most while Redis answers: a
 // reset (Delete) or a change of the permits made by another process
 // reaches this one within it, whatever it held as denied. While Redis
-// fails, none can, and a denial is kept until its permits may be back.
+// fails, none can, and a denial answers until its permits may be back;
+// it is kept until then in any case, for a request that Redis does not
+// answer (see held), and dropped when Redis grants the limiter.
 const denialLife = time.Second
 
 // put records a denial at rate decided for a request sent at sent, whose

@@ -233,6 +233,8 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 // turned into Redis's with the offset measured on the Client's decisions,
 // so that such a caller knows the period it grants in; so does the Result
 // of a call that Redis refused with ErrInvalidConfig, which has no Grant.
+// But a call that Redis denied before, whose permits may not be back yet,
+// is denied from the denial cache (see WithDenialCache), with no error.
 func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error) {
 	if err := l.checkPermits(permits); err != nil {
 		return Result{}, err
@@ -246,15 +248,17 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	}
 	sent := time.Now()
 	rate := l.scriptRate()
+	var in cached
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l, rate, permits, sent); ok {
+		var r Result
+		if r, in = dc.get(l, rate, permits, sent); in == deniedCached {
 			return r, nil
 		}
 	}
 	cl := &call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
 	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}}
 	if err := ctx.Err(); err != nil {
-		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
+		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
 	}
 	wasSent, err := l.c.do(ctx, cl)
 	if err == nil && cl.err != nil {
@@ -267,7 +271,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 		if wasSent {
 			undecided.Grant.state, undecided.Grant.sendBy = grantLost, cl.sendBy
 		}
-		return undecided, fmt.Errorf("core: acquire: %w", err)
+		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: %w", err))
 	}
 	r := cl.res
 	received := time.Now()
@@ -275,8 +279,30 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	if r.Allowed {
 		r.Grant.at = r.at
 		r.Grant.recent = l.c.recent.add(l, r.Grant)
+		if in == heldCached {
+			l.forget()
+		}
 	} else if l.c.denials != nil {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
+	}
+	return r, nil
+}
+
+// undecided returns the outcome of an acquire of permits at rate that
+// Redis did not decide (err): the denial the cache holds for it (in) past
+// its freshness, if Redis denied the request before and its permits may
+// not be back yet, with the grant it asked for given back should its
+// script run late; else the undecided Result u and err.
+func (l *Limiter) undecided(in cached, rate *rateArgs, permits int64, u Result, err error) (Result, error) {
+	if in != heldCached || !unanswered(err) {
+		return u, err
+	}
+	r, ok := l.c.denials.held(l, rate, permits, time.Now())
+	if !ok {
+		return u, err
+	}
+	if u.Grant.state == grantLost {
+		l.oweLate(l.settleOp(u.Grant, 0), u.Grant)
 	}
 	return r, nil
 }
@@ -489,21 +515,10 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 	if permits == 0 {
 		l.c.recent.forget(grant)
 	}
-	// Of a quota's grant, the script reads only the permits of member.
-	o := &op{member: settledMember(grant.member, permits), old: grant.member, at: grant.at, period: grant.period,
-		due: time.Now().UnixMilli(), expires: l.expiry(grant)}
+	o := l.settleOp(grant, permits)
 	switch {
-	case grant.state == grantLost: // after its late script, should it run
-		delay := lateScripts
-		if iv := l.interval(); iv > 0 {
-			delay = min(delay, iv/2)
-		}
-		// Its script ran before its round trip's deadline or not at all,
-		// and Redis read it within a grace: a round trip that waited in
-		// this process (for a connection of the pool, say) until long
-		// after its caller left is given back too.
-		o.due = max(o.due+delay.Milliseconds(), grant.sendBy+roundTripGrace.Milliseconds())
-		l.c.owed.owe(l, o)
+	case grant.state == grantLost:
+		l.oweLate(o, grant)
 		return false, nil
 	case grant.state == grantUnsent, // known to Redis only once charged: after its charge
 		l.c.owed.holds(l, grant.member): // after what is owed on it (a grant written again into a promoted master, see recent)
@@ -526,6 +541,28 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		return false, fmt.Errorf("core: %s: %w", what, err)
 	}
 	return changed, nil
+}
+
+// settleOp returns the change that settles grant at permits (0: a refund).
+// Of a quota's grant, the script reads only the permits of member.
+func (l *Limiter) settleOp(grant Grant, permits int64) *op {
+	return &op{member: settledMember(grant.member, permits), old: grant.member, at: grant.at, period: grant.period,
+		due: time.Now().UnixMilli(), expires: l.expiry(grant)}
+}
+
+// oweLate makes o, a change of grant, whose acquire got no answer, after
+// that acquire's script, should it run late.
+func (l *Limiter) oweLate(o *op, grant Grant) {
+	delay := lateScripts
+	if iv := l.interval(); iv > 0 {
+		delay = min(delay, iv/2)
+	}
+	// Its script ran before its round trip's deadline or not at all, and
+	// Redis read it within a grace: a round trip that waited in this
+	// process (for a connection of the pool, say) until long after its
+	// caller left is given back too.
+	o.due = max(o.due+delay.Milliseconds(), grant.sendBy+roundTripGrace.Milliseconds())
+	l.c.owed.owe(l, o)
 }
 
 // interval returns the limiter's window when its rate is given in code,

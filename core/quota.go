@@ -163,8 +163,10 @@ func quotaStatus(l *Limiter, v []int64) error {
 func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, error) {
 	cq := l.quota
 	sent := time.Now()
+	var in cached
 	if dc := l.c.denials; dc != nil {
-		if r, ok := dc.get(l, &cq.id, permits, sent); ok {
+		var r Result
+		if r, in = dc.get(l, &cq.id, permits, sent); in == deniedCached {
 			return r, nil
 		}
 	}
@@ -172,7 +174,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	undecided := l.undecidedQuota(sent)
 	undecided.Grant = Grant{member: member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}
 	if err := ctx.Err(); err != nil {
-		return undecided, fmt.Errorf("core: acquire: not sent: %w", err)
+		return l.undecided(in, &cq.id, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
 	}
 	q, err := l.quotaCall(ctx, "acquire", permits, member)
 	if err == nil && len(q.v) < 5 {
@@ -185,7 +187,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 		if q.sent {
 			undecided.Grant.state, undecided.Grant.sendBy = grantLost, q.sendBy
 		}
-		return undecided, fmt.Errorf("core: acquire: %w", err)
+		return l.undecided(in, &cq.id, permits, undecided, fmt.Errorf("core: acquire: %w", err))
 	}
 	received := time.Now()
 	l.c.noteClock(q.v[1], q.at, received)
@@ -198,6 +200,9 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	}
 	if r.Allowed {
 		r.Grant = Grant{member: member, at: q.v[1], state: grantDecided, period: q.start}
+		if in == heldCached {
+			l.forget()
+		}
 	} else {
 		r.RetryAfter = r.ResetAfter
 		if l.c.denials != nil {
