@@ -50,3 +50,55 @@ func TestTwoLimitsOneTimeout(t *testing.T) {
 		assert.Less(t, took-stalls.During(start, end), timeout+timeout/2, "the second did not: one timeout, not two")
 	}
 }
+
+// A route with a rate limit and a concurrency limit answers within one
+// decision timeout while Redis hangs, served or refused: a slot given back
+// by a request that already waited its time on Redis (a refusal's, or a
+// served request's once its handler returns) goes back from the slot's
+// timer rather than in another timeout of the request's own.
+func TestConcurrencyLimitOneTimeout(t *testing.T) {
+	stalls := stall.Watch(t)
+	s := redistest.Shared(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
+	const timeout = 300 * time.Millisecond
+	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
+	require.NoError(t, err)
+	rate := nethttprl.New(policy.MustNew(c, "rate", core.PerMinute(10), policy.WithTimeout(timeout), policy.WithFailLocal(1)))
+	slots := nethttprl.New(policy.MustNewConcurrency(c, "slots", 1, policy.WithTimeout(timeout), policy.WithFailLocal(1)))
+	entered, leave, left := make(chan time.Time, 1), make(chan struct{}), make(chan time.Time, 1)
+	h := rate(slots(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		entered <- time.Now()
+		<-leave
+		_, _ = io.WriteString(w, "ok")
+		left <- time.Now()
+	})))
+	// ran is how long the process could run from one time to another (less
+	// its stalls: see stall).
+	ran := func(from, to time.Time) time.Duration { return to.Sub(from) - stalls.During(from, to) }
+	type answer struct {
+		code       int
+		start, end time.Time
+	}
+	serve := func() answer {
+		start := time.Now()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		return answer{w.Code, start, time.Now()}
+	}
+
+	first := make(chan answer, 1)
+	go func() { first <- serve() }()
+	enteredAt := <-entered // the one slot is held, granted in memory
+	second := serve()
+	assert.Equal(t, http.StatusTooManyRequests, second.code, "the second request finds the slot held")
+	assert.Less(t, ran(second.start, second.end), timeout+timeout/2, "refused within one timeout: its lease goes back from the timer")
+
+	close(leave)
+	a := <-first
+	leftAt := <-left
+	assert.Equal(t, http.StatusOK, a.code)
+	assert.Less(t, ran(a.start, enteredAt), timeout+timeout/2, "decided within one timeout")
+	assert.Less(t, ran(leftAt, a.end), timeout/2, "its slot goes back from the timer: no second timeout after the handler")
+}

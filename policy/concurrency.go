@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/core"
+	"github.com/redlimit/redlimit/internal/reqlimits"
 	"github.com/redlimit/redlimit/observe"
 )
 
@@ -222,11 +223,17 @@ func (sl *slot) release(ctx context.Context) {
 }
 
 // end releases the lease of a slot whose request ended, or, when Redis
-// does not answer, leaves it to tick.
+// does not answer, leaves it to tick; so it does at once for a request that
+// already waited its time on Redis (a round trip of its limits got no
+// answer in time), which does not wait a second timeout for the release.
 func (sl *slot) end(ctx context.Context) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.timer.Stop()
+	if l, ok := reqlimits.From(ctx); ok && l.Lost {
+		sl.timer.Reset(0)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sl.p.timeout)
 	defer cancel()
 	if sl.lease == (core.Lease{}) || sl.call(ctx) == nil {

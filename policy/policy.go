@@ -545,7 +545,9 @@ func ceilTimeout(d time.Duration) time.Duration {
 // request that d served, with the response status, also when the handler
 // panicked (as a 500), and once its response is over: when the handler
 // handed its connection over (a WebSocket), once that is closed. A
-// concurrency limit's slot is given back then, whatever the status. A
+// concurrency limit's slot is given back then, whatever the status (for a
+// request whose round trip to Redis got no answer in time, by the slot's
+// timer, at once: the request does not wait a second timeout for it). A
 // rate's or a quota's grant is given back when a later policy of the
 // request refused it, or when the policy's refund rule (WithRefund)
 // matches the status: exactly that grant, before the adapter returns;
