@@ -4,7 +4,10 @@ import (
 	"flag"
 	"io"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redlimit/redlimit/core"
 )
 
 const usage = `Usage: redlimit [flags] COMMAND [ARGS]
@@ -29,12 +32,14 @@ Flags, anywhere before "--":
   -policy NAME       the policy's name
   -rate RATE         the policy's rate, such as 100/m or 5/10s (core.ParseRate)
   -concurrency N     or its limit of N requests in flight per key
+  -quota QUOTA       or its quota per calendar period: 1000/day, 500/week or 20000/month,
+                     in UTC, or in the time zone that follows: "1000/day Europe/Paris"
   -json              print JSON
   -limit N           ls: at most N keys (default 1000; 0 lists them all)
   -timeout D         give up after D (default 10s)
 
-Name the policy as the application does: the same -prefix, -policy and limit (-rate or
--concurrency), which peek, reset and override need; ls needs -policy only, and check no
+Name the policy as the application does: the same -prefix, -policy and limit (-rate,
+-concurrency or -quota), which peek, reset and override need; ls needs -policy only, and check no
 policy. A key is the request's key as the key functions return it: "alice", ":ip:192.0.2.1"
 for a request without one, limited by its address, or a long key's hash as ls lists it. Put
 "--" before a key that begins with "-".
@@ -51,6 +56,7 @@ type config struct {
 	name        string // the policy's
 	rate        string
 	concurrency int64
+	quota       string
 	json        bool
 	limit       int
 	timeout     time.Duration
@@ -73,6 +79,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.name, "policy", "", "")
 	fs.StringVar(&c.rate, "rate", "", "")
 	fs.Int64Var(&c.concurrency, "concurrency", 0, "")
+	fs.StringVar(&c.quota, "quota", "", "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.IntVar(&c.limit, "limit", 1000, "")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "")
@@ -137,10 +144,10 @@ func (c *config) validate() error {
 		return nil
 	case c.name == "":
 		return usagef("%s needs the policy's name: -policy NAME", c.command)
-	case c.rate != "" && c.concurrency != 0:
-		return usagef("-rate and -concurrency: a policy has one limit")
-	case c.rate == "" && c.concurrency == 0 && c.command != "ls":
-		return usagef("%s needs the policy's limit, as the application gives it: -rate RATE or -concurrency N", c.command)
+	case limits(c.rate != "", c.concurrency != 0, c.quota != "") > 1:
+		return usagef("more than one of -rate, -concurrency and -quota: a policy has one limit")
+	case limits(c.rate != "", c.concurrency != 0, c.quota != "") == 0 && c.command != "ls":
+		return usagef("%s needs the policy's limit, as the application gives it: -rate RATE, -concurrency N or -quota QUOTA", c.command)
 	case n > 0 && c.args[0] == "":
 		return usagef("an empty key")
 	case c.command == "override set":
@@ -149,4 +156,48 @@ func (c *config) validate() error {
 		}
 	}
 	return nil
+}
+
+// limits returns how many of the limit flags are given.
+func limits(given ...bool) int {
+	n := 0
+	for _, g := range given {
+		if g {
+			n++
+		}
+	}
+	return n
+}
+
+// periods are the calendar periods of -quota, by name.
+var periods = map[string]core.Period{"day": core.Day, "week": core.Week, "month": core.Month}
+
+// parseQuota parses -quota: LIMIT/PERIOD (day, week or month), then
+// optionally a time zone (time.LoadLocation); without one, UTC.
+func parseQuota(s string) (core.Quota, error) {
+	fields := strings.Fields(s)
+	var limit, period string
+	if len(fields) > 0 && len(fields) <= 2 {
+		limit, period, _ = strings.Cut(fields[0], "/")
+	}
+	if period == "" {
+		return core.Quota{}, usagef("-quota %q: LIMIT/PERIOD, such as 1000/day, then maybe a time zone", s)
+	}
+	var q core.Quota
+	var err error
+	if q.Limit, err = strconv.ParseInt(limit, 10, 64); err != nil {
+		return core.Quota{}, usagef("-quota %q: the limit %q is not a whole number", s, limit)
+	}
+	if q.Period = periods[strings.ToLower(period)]; q.Period == 0 {
+		return core.Quota{}, usagef("-quota %q: the period %q is not day, week or month", s, period)
+	}
+	if len(fields) == 2 {
+		if q.Location, err = time.LoadLocation(fields[1]); err != nil {
+			return core.Quota{}, usagef("-quota %q: time zone: %w", s, err)
+		}
+	}
+	if err := q.Validate(); err != nil {
+		return core.Quota{}, usagef("-quota %q: %w", s, err)
+	}
+	return q, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,8 +43,15 @@ func (c *config) check(ctx context.Context, client *core.Client, stdout io.Write
 // -timeout each.
 func (c *config) policy(client *core.Client) (*policy.Policy, error) {
 	timeout := policy.WithTimeout(c.timeout)
-	if c.concurrency != 0 {
+	switch {
+	case c.concurrency != 0:
 		return policy.NewConcurrency(client, c.name, c.concurrency, timeout)
+	case c.quota != "":
+		q, err := parseQuota(c.quota)
+		if err != nil {
+			return nil, err
+		}
+		return policy.NewQuota(client, c.name, q, timeout)
 	}
 	r := core.PerSecond(1) // for ls, which lists the keys under the name whatever the limit
 	if c.rate != "" {
@@ -142,9 +150,12 @@ func (c *config) peek(ctx context.Context, p *policy.Policy, key string, stdout 
 	return w.Flush()
 }
 
-// limitOf writes a limit of a rate of the interval ms as a rate, "5/m",
-// and a concurrency limit's as a number.
+// limitOf writes a limit of a rate of the interval ms as a rate, "5/m", a
+// quota's as a quota, "1000/day", and a concurrency limit's as a number.
 func (c *config) limitOf(limit, ms int64) string {
+	if q, err := parseQuota(c.quota); err == nil {
+		return strconv.FormatInt(limit, 10) + "/" + strings.ToLower(q.Period.String())
+	}
 	if ms == 0 {
 		return strconv.FormatInt(limit, 10)
 	}

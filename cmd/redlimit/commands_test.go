@@ -1,15 +1,22 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/keyfunc"
+	"github.com/redlimit/redlimit/nethttprl"
+	"github.com/redlimit/redlimit/policy"
 )
 
 // Every command against a live Redis reaches what the application's
@@ -161,7 +168,14 @@ func TestUsage(t *testing.T) {
 		{[]string{"-redis", url, "-timeout", "soon", "check"}, "-timeout"},
 		{[]string{"-redis", url, "-timeout", "0s", "check"}, "-timeout 0s"},
 		{[]string{"-redis", url, "peek", "alice"}, "-policy NAME"},
-		{[]string{"-redis", url, "-policy", "user", "peek", "alice"}, "-rate RATE or -concurrency N"},
+		{[]string{"-redis", url, "-policy", "user", "peek", "alice"}, "-rate RATE, -concurrency N or -quota QUOTA"},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "3/day", "-rate", "3/m", "peek", "alice"}, "one limit"},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "3", "peek", "alice"}, "LIMIT/PERIOD"},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "3/fortnight", "peek", "alice"}, `the period "fortnight" is not day, week or month`},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "x/day", "peek", "alice"}, `the limit "x" is not a whole number`},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "0/day", "peek", "alice"}, "quota limit 0 not in"},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "3/day Mars/Olympus", "peek", "alice"}, "time zone"},
+		{[]string{"-redis", url, "-policy", "user", "-quota", "3/day UTC extra", "peek", "alice"}, "LIMIT/PERIOD"},
 		{[]string{"-redis", url, "-policy", "user", "-rate", "3/m", "-concurrency", "2", "peek", "alice"}, "one limit"},
 		{[]string{"-redis", url, "-policy", "user", "-rate", "3/fortnight", "peek", "alice"}, "invalid rate"},
 		{[]string{"-redis", url, "-policy", "user", "-concurrency", "20000", "peek", "alice"}, "invalid permits"},
@@ -274,4 +288,61 @@ func TestCluster(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	s := decoded(t, r.stdout)
 	assert.EqualValues(t, 8, s["remaining"], "1 taken of 9")
+}
+
+// A quota (-quota) is reached as the application's: peek tells its
+// period's count, reset forgets it, and an override is per its period.
+func TestQuotaCommands(t *testing.T) {
+	redistest.Need(t)
+	srv := redistest.Shared(t)
+	bin := build(t)
+	prefix := "quota" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	c, err := core.New(srv.Client(t), core.WithKeyPrefix(prefix))
+	require.NoError(t, err)
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	daily := policy.MustNewQuota(c, "daily", core.Quota{Limit: 3, Period: core.Day, Location: paris},
+		policy.WithKey(keyfunc.Header("X-User")))
+	serve := nethttprl.New(daily)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	request := func() int {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-User", "alice")
+		w := httptest.NewRecorder()
+		serve.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range 3 {
+		require.Equal(t, http.StatusOK, request())
+	}
+	require.Equal(t, http.StatusTooManyRequests, request())
+	quota := []string{"-redis", "redis://" + srv.Addr, "-prefix", prefix, "-policy", "daily", "-quota", "3/day Europe/Paris"}
+	cli := func(args ...string) result {
+		t.Helper()
+		r := command(t, bin, "", append(slices.Clone(quota), args...)...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		return r
+	}
+
+	assert.Equal(t, "alice\n", cli("ls").stdout)
+	r := cli("peek", "alice")
+	assert.Contains(t, r.stdout, "allowed      false")
+	assert.Contains(t, r.stdout, "remaining    0 of 3/day")
+	s := decoded(t, cli("-json", "peek", "alice").stdout)
+	assert.Equal(t, false, s["allowed"])
+	assert.EqualValues(t, 3, s["limit"])
+	assert.Positive(t, s["retry_after_ms"])
+
+	assert.Equal(t, "daily alice: override 5/day\n", cli("override", "set", "alice", "5").stdout)
+	assert.Contains(t, cli("peek", "alice").stdout, "remaining    2 of 5/day", "the override, with the period's count")
+	assert.Equal(t, "daily alice: override removed\n", cli("override", "rm", "alice").stdout)
+
+	assert.Equal(t, "daily alice: reset\n", cli("reset", "alice").stdout)
+	assert.Contains(t, cli("peek", "alice").stdout, "remaining    3 of 3/day")
+	// Within a second (the application's denial cache, see
+	// core.WithDenialCache), the application's policy sees the reset.
+	deadline := time.Now().Add(3 * time.Second)
+	for request() != http.StatusOK {
+		require.True(t, time.Now().Before(deadline), "the application's policy never saw the reset")
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -8,8 +8,8 @@
 //
 // It reaches a policy's state by building the same policy: give it the
 // application's key prefix (-prefix, as core.WithKeyPrefix), the policy's
-// name (-policy) and its limit (-rate or -concurrency), since a key's state
-// and its override are per the policy's own interval. Redis is -redis, or
+// name (-policy) and its limit (-rate, -concurrency or -quota), since a
+// key's state and its override are per the policy's own interval or period. Redis is -redis, or
 // $REDIS_URL; a Redis Cluster is -cluster with a URL that names more nodes
 // with addr=. No message it prints holds the URL's password.
 //
