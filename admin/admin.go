@@ -21,8 +21,8 @@
 // error an RFC 9457 problem (application/problem+json) saying what is
 // wrong.
 //
-//	GET    /policies                              {"policies": [{"name", "kind", "limit", "interval_ms"}]}
-//	GET    /policies/{name}                       {"name", "kind", "limit", "interval_ms"}
+//	GET    /policies                              {"policies": [{"name", "kind", "limit", "interval_ms", "period", "time_zone"}]}
+//	GET    /policies/{name}                       {"name", "kind", "limit", "interval_ms", "period", "time_zone"}
 //	GET    /policies/{name}/keys?limit=N          {"policy", "keys": [...], "truncated"}
 //	GET    /policies/{name}/keys/{key}            {"policy", "key", "allowed", "remaining", "limit", "interval_ms",
 //	                                               "retry_after_ms", "reset_after_ms", "override"}
@@ -32,8 +32,10 @@
 //	DELETE /policies/{name}/keys/{key}/override   204
 //
 // A policy is described as it marshals to JSON (policy.Policy.MarshalJSON):
-// its kind is "rate" or "concurrency", its limit the permits per interval of
-// a rate and the requests in flight of a concurrency limit. A key is the
+// its kind is "rate", "concurrency" or "quota", its limit the permits per
+// interval of a rate, the requests in flight of a concurrency limit and the
+// permits per calendar period of a quota (whose period and, but for UTC,
+// time zone follow). A key is the
 // request's key as the key functions return it ("alice", ":ip:192.0.2.1"
 // for a request without one, limited by its address, or a long key's hash,
 // as the keys list it), one path segment escaped as url.PathEscape does:

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -57,11 +58,20 @@ func ExamplePolicy_MarshalJSON() {
 
 	user := policy.MustNew(client, "user", core.PerMinute(5))
 	exports := policy.MustNewConcurrency(client, "exports", 2)
-	b, err := json.Marshal([]*policy.Policy{user, exports})
+	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(string(b))
+	daily := policy.MustNewQuota(client, "daily", core.Quota{Limit: 1000, Period: core.Day, Location: paris})
+	for _, p := range []*policy.Policy{user, exports, daily} {
+		b, err := json.Marshal(p)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(string(b))
+	}
 	// Output:
-	// [{"name":"user","kind":"rate","limit":5,"interval_ms":60000},{"name":"exports","kind":"concurrency","limit":2}]
+	// {"name":"user","kind":"rate","limit":5,"interval_ms":60000}
+	// {"name":"exports","kind":"concurrency","limit":2}
+	// {"name":"daily","kind":"quota","limit":1000,"period":"day","time_zone":"Europe/Paris"}
 }
