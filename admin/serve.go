@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,28 +103,53 @@ func (h *handler) setOverride(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body struct {
-		Limit *int64 `json:"limit"`
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&body)
-	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
-		err = errors.New("more than one JSON value")
-	}
-	if err == nil && body.Limit == nil {
-		err = errors.New(`no "limit"`)
-	}
+	limit, err := readLimit(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		problem(w, http.StatusBadRequest, fmt.Sprintf(`the body must be {"limit": N}, a whole number of permits (or slots): %v`, err))
 		return
 	}
 	key := r.PathValue("key")
-	if err := p.SetOverride(r.Context(), key, *body.Limit); err != nil {
+	if err := p.SetOverride(r.Context(), key, limit); err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ops.Override{Policy: name, Key: key, Limit: body.Limit})
+	writeJSON(w, http.StatusOK, ops.Override{Policy: name, Key: key, Limit: &limit})
+}
+
+// readLimit reads the body of an override, {"limit": N}: one object of
+// exactly that field, once, spelt so (encoding/json alone would take
+// "Limit", or the last of two "limit"s).
+func readLimit(body io.Reader) (int64, error) {
+	dec := json.NewDecoder(body)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, errors.New("not a JSON object")
+	}
+	var limit *int64
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case t != "limit":
+			return 0, fmt.Errorf("unknown field %q", t)
+		case limit != nil:
+			return 0, errors.New(`"limit" twice`)
+		}
+		if err := dec.Decode(&limit); err != nil || limit == nil {
+			return 0, fmt.Errorf(`"limit": %v`, cmp.Or(err, errors.New("null")))
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return 0, err
+	}
+	switch {
+	case dec.Decode(&struct{}{}) != io.EOF:
+		return 0, errors.New("more than one JSON value")
+	case limit == nil:
+		return 0, errors.New(`no "limit"`)
+	}
+	return *limit, nil
 }
 
 func (h *handler) deleteOverride(w http.ResponseWriter, r *http.Request) {
