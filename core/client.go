@@ -119,9 +119,10 @@ func WithClientID(id string) Option {
 // granted (Result.Cached), for a second at most while Redis answers, and so
 // is a request for more permits on the same limiter at the same rate, told
 // to retry when every permit is back: an abusive client then costs Redis
-// nothing, whatever the permits it asks for. Past that second, a request
-// that Redis does not answer (it fails, or answers too late) is denied from
-// memory still, rather than left undecided, until the permits may be back. This Client's Release, Refund,
+// nothing, whatever the permits it asks for. Past that second, a call that
+// Redis does not answer (it fails, or answers too late) returns the denial
+// still, with its error (see Limiter.TryAcquire), until the permits may be
+// back: package policy denies the request then, whatever its failure mode. This Client's Release, Refund,
 // Settle, SetRate, UpdateRate and Delete clear the limiter's entry; a
 // release, reset or rate change made by another process is seen within a
 // second. Turn it off when such changes must apply at once everywhere.

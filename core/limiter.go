@@ -233,8 +233,11 @@ func (l *Limiter) Config(ctx context.Context) (Rate, error) {
 // turned into Redis's with the offset measured on the Client's decisions,
 // so that such a caller knows the period it grants in; so does the Result
 // of a call that Redis refused with ErrInvalidConfig, which has no Grant.
-// But a call that Redis denied before, whose permits may not be back yet,
-// is denied from the denial cache (see WithDenialCache), with no error.
+// But when Redis gave no answer (it fails, or the call's time ran out) to
+// a call that it denied before, whose permits may not be back yet, the
+// Result is that denial, from the denial cache (Cached, with no Grant: the
+// grant the call asked for is given back should its script run late), with
+// the error: see WithDenialCache.
 func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error) {
 	if err := l.checkPermits(permits); err != nil {
 		return Result{}, err
@@ -276,12 +279,12 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	r := cl.res
 	received := time.Now()
 	l.c.noteClock(r.at, sent, received)
+	if in == heldCached {
+		l.forget() // Redis answered: its answer, not the old denial, stands
+	}
 	if r.Allowed {
 		r.Grant.at = r.at
 		r.Grant.recent = l.c.recent.add(l, r.Grant)
-		if in == heldCached {
-			l.forget()
-		}
 	} else if l.c.denials != nil {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
 	}
@@ -289,12 +292,15 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 }
 
 // undecided returns the outcome of an acquire of permits at rate that
-// Redis did not decide (err): the denial the cache holds for it (in) past
-// its freshness, if Redis denied the request before and its permits may
-// not be back yet, with the grant it asked for given back should its
-// script run late; else the undecided Result u and err.
+// Redis did not decide (err): the undecided Result u; or, when Redis gave
+// no answer (it fails, or the call's time ran out: not when this process
+// was too busy to send it) and the cache holds (in) a denial of the call
+// past its freshness whose permits may not be back yet, that denial, the
+// grant the call asked for given back should its script run late. The
+// error is err either way.
 func (l *Limiter) undecided(in cached, rate *rateArgs, permits int64, u Result, err error) (Result, error) {
-	if in != heldCached || !unanswered(err) {
+	if in != heldCached || errors.Is(err, ErrOverloaded) ||
+		!errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		return u, err
 	}
 	r, ok := l.c.denials.held(l, rate, permits, time.Now())
@@ -304,7 +310,7 @@ func (l *Limiter) undecided(in cached, rate *rateArgs, permits int64, u Result, 
 	if u.Grant.state == grantLost {
 		l.oweLate(l.settleOp(u.Grant, 0), u.Grant)
 	}
-	return r, nil
+	return r, err
 }
 
 // forget drops the limiter's cached denial after a change that may free

@@ -198,11 +198,11 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 		Rate:       Rate{Permits: cq.quota.Limit, Interval: time.Duration(q.end-q.start) * time.Millisecond},
 		at:         q.v[1],
 	}
+	if in == heldCached {
+		l.forget() // Redis answered: its answer, not the old denial, stands
+	}
 	if r.Allowed {
 		r.Grant = Grant{member: member, at: q.v[1], state: grantDecided, period: q.start}
-		if in == heldCached {
-			l.forget()
-		}
 	} else {
 		r.RetryAfter = r.ResetAfter
 		if l.c.denials != nil {

@@ -90,7 +90,8 @@ type Decision struct {
 	// failed, answered too late, or could not use the limiter's keys (a key
 	// of another type), or the call waited in this process too long. Its
 	// outcomes are the fallback's, Shed, and ErrorServed or ErrorRejected
-	// of fail open or closed.
+	// of fail open or closed; or Denied (DryRunDenied), of a client that
+	// Redis denied before, until its retry time (the denial cache).
 	RedisFailed bool
 }
 

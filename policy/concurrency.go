@@ -230,13 +230,17 @@ func (sl *slot) end(ctx context.Context) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.timer.Stop()
+	if sl.lease == (core.Lease{}) {
+		sl.done() // nothing in Redis to give back
+		return
+	}
 	if l, ok := reqlimits.From(ctx); ok && l.Lost {
 		sl.timer.Reset(0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sl.p.timeout)
 	defer cancel()
-	if sl.lease == (core.Lease{}) || sl.call(ctx) == nil {
+	if sl.call(ctx) == nil {
 		sl.done()
 		return
 	}

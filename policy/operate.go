@@ -102,7 +102,9 @@ func (p *Policy) Peek(ctx context.Context, key string) (core.Result, error) {
 // Reset forgets key's state in Redis: the grants of its window, its
 // period's count, or the slots its requests hold. Every process serves the
 // key's next request within a second, whatever it holds in memory as
-// refused (a denial is kept a second at most). A request of a concurrency
+// refused (a denial answers a second at most while Redis answers; a call
+// that Redis does not answer gets the denial until its retry time, see
+// core.WithDenialCache). A request of a concurrency
 // limit still running holds its slot again at its next renewal. It does
 // not touch the key's override.
 func (p *Policy) Reset(ctx context.Context, key string) error {

@@ -276,6 +276,9 @@ func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 		waited = waited || w
 	}
 	switch {
+	case err != nil && r.Cached:
+		p.stillDenied(d, r, err)
+		return
 	case err != nil && p.kind == kindQuota:
 		p.withoutRedis(d, quotaClaim{l, r}, err)
 		return
@@ -468,6 +471,29 @@ func (c rateClaim) local(d *Decision) core.Result {
 
 func (c rateClaim) undo(ctx context.Context) { _, _ = c.l.Refund(ctx, c.g) }
 
+// stillDenied makes d the denial r that Redis made of the request's client
+// before, which the core's denial cache gave for a call that Redis did not
+// answer (err): the client stays denied until its retry time, whatever the
+// failure mode, and the request's later limits have what is left of this
+// one's time, as after any call that got no answer in time.
+func (p *Policy) stillDenied(d *Decision, r core.Result, err error) {
+	p.noteRedisErr(d, err)
+	if errors.Is(err, core.ErrUnavailable) && p.failure == failLocal {
+		p.fallback.failed(p, err)
+	}
+	d.decided(r, false)
+}
+
+// noteRedisErr notes err, of a call that Redis did not decide, in d: when
+// the call got no answer in time, the request's later limits have what is
+// left of its time.
+func (p *Policy) noteRedisErr(d *Decision, err error) {
+	if lost(err) {
+		d.limits.Lost, d.limits.LostAt = true, time.Now()
+	}
+	d.redisErr = fmt.Errorf("policy %s: %w", p.name, err)
+}
+
 // withoutRedis decides d when Redis did not (err), on what the call asked,
 // c: by the failure policy when Redis fails (core.ErrUnavailable); in
 // memory, at the process's share, when this process was too busy to get its
@@ -478,11 +504,7 @@ func (c rateClaim) undo(ctx context.Context) { _, _ = c.l.Refund(ctx, c.g) }
 // serves a request without a decision.
 func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
-	if lost {
-		// The request's later limits have what is left of this one's time.
-		d.limits.Lost, d.limits.LostAt = true, time.Now()
-	}
-	d.redisErr = fmt.Errorf("policy %s: %w", p.name, err)
+	p.noteRedisErr(d, err)
 	switch {
 	case failing && p.failure == failLocal:
 		p.fallback.failed(p, err)

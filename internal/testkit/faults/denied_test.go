@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
+	"github.com/redlimit/redlimit/internal/testkit/stall"
+	"github.com/redlimit/redlimit/nethttprl"
 	"github.com/redlimit/redlimit/policy"
 )
 
@@ -80,4 +83,41 @@ func TestADeniedClientStaysDeniedWhenRedisStopsAnswering(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestADeniedClientsRequestAnswersWithinOneTimeout: a limit whose call gets
+// no answer in time, answered by the denial cache (here in dry run, so that
+// the request goes on), holds the request's later limits to the deadline it
+// missed, as any call without an answer does: the request answers within
+// one timeout, not one per limit.
+func TestADeniedClientsRequestAnswersWithinOneTimeout(t *testing.T) {
+	noLeaks(t)
+	s := startRedis(t)
+	c := newClient(t, newRedis(t, &redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true}))
+	stalls := stall.Watch(t)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	const long = 300 * time.Millisecond // a timeout that stands out from the machine's stalls
+	first := nethttprl.New(policy.MustNew(c, "first", core.PerMinute(2), policy.WithDryRun(), policy.WithFailOpen(), policy.WithTimeout(long)))
+	second := nethttprl.New(policy.MustNew(c, "second", core.PerMinute(100), policy.WithFailOpen(), policy.WithTimeout(long)))
+	h := first(second(ok))
+	do := func() (int, time.Duration) {
+		req := httptest.NewRequest(http.MethodGet, "http://svc/", nil)
+		req.RemoteAddr = "10.9.9.9:40000"
+		w := httptest.NewRecorder()
+		start := time.Now()
+		h.ServeHTTP(w, req)
+		end := time.Now()
+		return w.Code, end.Sub(start) - stalls.During(start, end)
+	}
+	for range 3 { // the third is denied, in dry run: served
+		code, _ := do()
+		require.Equal(t, http.StatusOK, code)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the time a denial answers while Redis answers
+	require.NoError(t, s.Pause())
+	defer func() { require.NoError(t, s.Resume()) }()
+	code, took := do()
+	assert.Equal(t, http.StatusOK, code, "dry run, then fail open: served")
+	// Less the process's stalls (see stall): two timeouts would be 600 ms.
+	assert.Less(t, took, long+long/2, "one timeout, not one per limit")
 }
