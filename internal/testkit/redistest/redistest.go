@@ -352,10 +352,13 @@ func (s *Server) logTail() string {
 }
 
 // freePort returns a port that is free, and whose cluster bus port (+10000)
-// is free too.
+// is free too, both below the ports the system gives outgoing connections
+// (Linux: 32768 up), so that a server restarted on its port (a Cluster
+// node stopped and started again) never finds it, or its bus port, taken by
+// a connection of another test meanwhile.
 func freePort() (int, error) {
 	for i := 0; i < 200; i++ {
-		p := 20000 + rand.IntN(25000)
+		p := 10000 + rand.IntN(32768-10000-10000)
 		if portFree(p) && portFree(p+10000) {
 			return p, nil
 		}
