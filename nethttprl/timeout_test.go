@@ -19,16 +19,25 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
+// timeout is the policies' decision timeout in the tests of a hanging
+// Redis: long enough to stand out from the machine's stalls.
+const timeout = 300 * time.Millisecond
+
+// hanging returns a go-redis client whose every command takes 2 s, and a
+// monitor of the test process's stalls (see stall).
+func hanging(t *testing.T) (*stall.Monitor, *redis.Client) {
+	stalls := stall.Watch(t)
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
+	return stalls, rdb
+}
+
 // A route with two limits answers within one decision timeout while Redis
 // hangs: once the first limit's round trip has timed out, the second
 // decides without asking Redis.
 func TestTwoLimitsOneTimeout(t *testing.T) {
-	stalls := stall.Watch(t)
-	s := redistest.Shared(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
-	const timeout = 300 * time.Millisecond
+	stalls, rdb := hanging(t)
 	for i, fail := range []policy.Option{policy.WithFailOpen(), policy.WithFailLocal(1)} {
 		// A Client of its own each time: one that saw Redis fail fails
 		// its next calls at once.
@@ -57,12 +66,7 @@ func TestTwoLimitsOneTimeout(t *testing.T) {
 // served request's once its handler returns) goes back from the slot's
 // timer rather than in another timeout of the request's own.
 func TestConcurrencyLimitOneTimeout(t *testing.T) {
-	stalls := stall.Watch(t)
-	s := redistest.Shared(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	rdb.AddHook(redistest.Slow{Delay: 2 * time.Second})
-	const timeout = 300 * time.Millisecond
+	stalls, rdb := hanging(t)
 	c, err := core.New(rdb, core.WithKeyPrefix(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
 	require.NoError(t, err)
 	rate := nethttprl.New(policy.MustNew(c, "rate", core.PerMinute(10), policy.WithTimeout(timeout), policy.WithFailLocal(1)))
