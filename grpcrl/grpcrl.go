@@ -18,17 +18,23 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/native"
 	"github.com/redlimit/redlimit/policy"
 )
@@ -147,3 +153,74 @@ var (
 		codes.PermissionDenied: 403, codes.NotFound: 404, codes.ResourceExhausted: 429,
 		codes.Unimplemented: 501, codes.Unavailable: 503, codes.DeadlineExceeded: 504}
 )
+
+// UnaryClientInterceptor returns an interceptor that makes each call wait for
+// a permit of l (l.Acquire). A call without one by its deadline is not sent:
+// it fails with its context's code, or Unavailable when Redis fails.
+func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInterceptor {
+	if l == nil {
+		panic("grpcrl.UnaryClientInterceptor: nil *core.Limiter")
+	}
+	c := native.Apply[config](opts)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker,
+		o ...grpc.CallOption) error {
+		err := l.Acquire(ctx, 1)
+		if err == nil {
+			return invoke(ctx, method, req, reply, cc, o...)
+		} else if c.onErr != nil {
+			c.onErr(ctx, err)
+		}
+		code := status.FromContextError(err).Code()
+		if code == codes.Unknown || errors.Is(err, core.ErrUnavailable) {
+			code = codes.Unavailable
+		}
+		return status.Error(code, "grpcrl: no permit for the call from its rate limiter")
+	}
+}
+
+type call struct { // a call, as a policy.Exchange
+	ctx           context.Context
+	route         string         // its full method, or unknownMethod
+	md            metadata.MD    // the rate limit fields
+	headers       native.Headers // their values
+	native.Shared                // what the call's policies share
+}
+
+func (x *call) Context() context.Context       { return x.ctx }
+func (x *call) SetContext(ctx context.Context) { x.ctx = ctx }
+func (x *call) SetHeader(name, value string)   { x.headers.Set(http.Header(x.md), lower(name), value) }
+
+// lowered holds the metadata keys of the header names the policies set: a
+// few, whatever the calls.
+var lowered sync.Map
+
+// lower returns name in lower case, as metadata keys are.
+func lower(name string) string {
+	if l, ok := lowered.Load(name); ok {
+		return l.(string)
+	}
+	l := strings.ToLower(name)
+	lowered.Store(name, l)
+	return l
+}
+func (x *call) Route() (string, error)         { return x.route, nil }
+func (x *call) Header(k string) string         { return cmp.Or(x.HeaderValues(k)...) }
+func (x *call) HeaderValues(k string) []string { return metadata.ValueFromIncomingContext(x.ctx, k) }
+func (x *call) Query(string) string            { return "" }
+func (x *call) Value(key any) any              { return x.ctx.Value(key) }
+
+// RemoteAddrPort returns the peer's TCP address, which keyfunc.IP reads
+// with no string made and parsed again.
+func (x *call) RemoteAddrPort() netip.AddrPort {
+	if p, ok := peer.FromContext(x.ctx); ok {
+		return native.AddrPort(p.Addr)
+	}
+	return netip.AddrPort{}
+}
+
+func (x *call) RemoteAddr() string {
+	if p, ok := peer.FromContext(x.ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
