@@ -501,11 +501,21 @@ func (p *Policy) noteRedisErr(d *Decision, err error) {
 // is shed with a 429, and under fail closed one answered too late gets its
 // 503), and when the limiter's keys in Redis hold what no limiter writes, or
 // any other error, which is reported: only a failing Redis under fail open
-// serves a request without a decision.
+// serves a request without a decision. A request whose own context ended
+// first (its client went away, or its deadline passed) is refused with a
+// 503, whatever the failure policy, and what its call asked is given back:
+// nobody waits for its answer, and deciding it in memory while Redis
+// answers would serve it over the limit.
 func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
 	p.noteRedisErr(d, err)
+	gone := !failing && d.limits.Err() != nil &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 	switch {
+	case gone:
+		d.refuse(observe.ErrorRejected, http.StatusServiceUnavailable, d.prep.headers.unavailable)
+		c.undo(context.WithoutCancel(d.limits))
+		return
 	case failing && p.failure == failLocal:
 		p.fallback.failed(p, err)
 	case failing && p.failure == failOpen:
@@ -526,7 +536,7 @@ func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 		}
 		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
 		return
-	case !overload && !lost && !errors.Is(err, context.Canceled):
+	case !overload && !lost:
 		// Not Redis failing, nor this process: the limiter's keys, say.
 		d.Err = errors.Join(d.Err, d.redisErr)
 	}
