@@ -3,9 +3,10 @@ package policy
 // This file holds an in-process rate limiter: the fallback a policy limits
 // with while Redis cannot decide. Each key has a sliding window cut into
 // buckets of 1/16 of the interval, with a count of permits per bucket; a
-// bucket counts until it is wholly out of the window, so the limiter never
-// grants more than the rate in any window of one interval (it may grant a
-// little less), and retry times are never early. A request that costs more
+// bucket counts until it is wholly out of the window, and the bucket of the
+// key's newest grant until that grant is, so the limiter never grants more
+// than the rate in any window of one interval (it may grant a little
+// less), and retry times are never early, nor longer than the interval. A request that costs more
 // than the rate is granted alone, in an empty window, and keeps the window
 // closed until it leaves it. Keys are kept up to a maximum, the least
 // recently used going first, so a flood of new keys cannot take the
@@ -36,6 +37,7 @@ type localLimiter struct {
 type localKey struct {
 	width  int64 // bucket width, ns: 1/16 of the rate's interval
 	last   int64 // index of the newest bucket
+	newest int64 // time of the newest grant, unix ns
 	counts [buckets]uint32
 }
 
@@ -53,8 +55,12 @@ func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Tim
 	if w := max(int64(r.Interval)/(buckets-1), 1); w != st.width {
 		*st = localKey{width: w}
 	}
-	b := now.UnixNano() / st.width
+	t := now.UnixNano()
+	b := t / st.width
 	st.advance(b)
+	if t >= st.newest+int64(r.Interval) {
+		st.counts = [buckets]uint32{} // every grant has left the window
+	}
 	var used int64
 	for _, c := range st.counts {
 		used += int64(c)
@@ -64,8 +70,9 @@ func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Tim
 	res := core.Result{Rate: r}
 	if used+permits <= limit {
 		st.counts[b%buckets] += uint32(min(permits, core.MaxPermits))
+		st.newest = max(st.newest, t)
 		res.Allowed, res.Remaining = true, max(r.Permits-used-permits, 0)
-		res.ResetAfter = st.until(b, now)
+		res.ResetAfter = st.until(b, r.Interval, t)
 		return res
 	}
 	// The permits come back as the oldest buckets leave the window.
@@ -74,18 +81,20 @@ func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Tim
 	for j := b - buckets + 1; j <= b; j++ {
 		freed += int64(st.counts[j%buckets])
 		if used-freed+permits <= limit {
-			res.RetryAfter = st.until(j, now)
+			res.RetryAfter = st.until(j, r.Interval, t)
 			break
 		}
 	}
-	res.ResetAfter = max(res.RetryAfter, st.until(b, now))
+	res.ResetAfter = max(res.RetryAfter, st.until(b, r.Interval, t))
 	return res
 }
 
-// until returns the time from now until bucket j is wholly out of the
-// window.
-func (st *localKey) until(j int64, now time.Time) time.Duration {
-	return time.Duration((j+buckets)*st.width - now.UnixNano())
+// until returns the time from t (unix ns) until the grants of bucket j,
+// of a window of interval iv, are all out of it: those of an older bucket
+// than the newest grant's were made before the bucket ended, and those of
+// that grant's bucket no later than it.
+func (st *localKey) until(j int64, iv time.Duration, t int64) time.Duration {
+	return time.Duration(min((j+1)*st.width, st.newest) + int64(iv) - t)
 }
 
 // advance moves the window to bucket b, clearing the buckets it leaves.

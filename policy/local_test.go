@@ -46,6 +46,8 @@ func TestFallbackNeverGrantsMoreThanTheRate(t *testing.T) {
 				continue
 			}
 			require.Positive(t, res.RetryAfter)
+			require.LessOrEqual(t, res.RetryAfter, r.Interval, "%v seed %d: a wait longer than the window", r, seed)
+			require.LessOrEqual(t, res.ResetAfter, r.Interval, "%v seed %d", r, seed)
 			denials = append(denials, now)
 			if _, ok := retryAt[n]; !ok {
 				retryAt[n] = now.Add(res.RetryAfter)
@@ -86,8 +88,8 @@ func TestFallbackRetryAfterIsNeverEarly(t *testing.T) {
 	now = now.Add(300 * time.Millisecond)
 	r := l.Take("k", rate, 1, now)
 	require.False(t, r.Allowed)
-	assert.LessOrEqual(t, r.RetryAfter, 700*time.Millisecond+time.Second/16, "within one bucket of the exact wait")
-	assert.GreaterOrEqual(t, r.RetryAfter, 700*time.Millisecond, "never early")
+	assert.Equal(t, 700*time.Millisecond, r.RetryAfter, "the grants leave the window then")
+	assert.False(t, l.Take("k", rate, 1, now.Add(r.RetryAfter-time.Nanosecond)).Allowed, "not before")
 	assert.True(t, l.Take("k", rate, 1, now.Add(r.RetryAfter)).Allowed)
 }
 
