@@ -79,3 +79,11 @@ func (f *fallback) take(name string, r core.Rate, permits int64, g core.Grant) c
 	}
 	return f.limiter.Take(name, r, permits, at)
 }
+
+// giveBack gives back a grant g of permits on limiter name at rate r that
+// take made.
+func (f *fallback) giveBack(name string, r core.Rate, permits int64, g core.Grant) {
+	if at := g.Time(); !at.IsZero() {
+		f.limiter.Give(name, r, permits, at)
+	}
+}

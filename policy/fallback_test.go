@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -245,4 +246,31 @@ func TestAFullRedisStartsTheFallback(t *testing.T) {
 	assert.Contains(t, buf.String(), "OOM")
 	d := decide(t, open, newReq("192.0.2.1:1"), observe.ErrorServed, 0)
 	assert.ErrorIs(t, d.Err, core.ErrUnavailable)
+}
+
+// While Redis fails, a grant of the fallback that a later limit of the
+// request refused goes back to the fallback, as it goes back to Redis: the
+// client keeps its share of the first limit for requests it serves.
+func TestFallbackGivesBackWhatALaterLimitRefused(t *testing.T) {
+	c, mr := mini(t)
+	first := policy.MustNew(c, "first", core.PerMinute(3))
+	second := policy.MustNew(c, "second", core.PerMinute(1))
+	mr.SetError("LOADING Redis is loading") // Redis fails: the fallback decides
+	r := newReq("192.0.2.1:1")
+	for i := range 6 {
+		r.reset()
+		d := first.Decide(r)
+		require.Equal(t, observe.FallbackAllowed, d.Outcome, "request %d", i)
+		if i > 0 {
+			assert.EqualValues(t, 1, d.Result.Remaining, "request %d: the requests the second limit refused gave theirs back", i)
+		}
+		later := second.Decide(r)
+		want := observe.FallbackDenied
+		if i == 0 {
+			want = observe.FallbackAllowed
+			later.Done(http.StatusOK)
+		}
+		require.Equal(t, want, later.Outcome, "request %d", i)
+		d.Done(cmp.Or(later.Status, http.StatusOK))
+	}
 }

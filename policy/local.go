@@ -89,6 +89,23 @@ func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Tim
 	return res
 }
 
+// Give gives back permits that key took at time at, at rate r (a request
+// that a later limit refused), while they are in the window. The newest
+// grant's time stays: retry times may stay longer, never early.
+func (l *localLimiter) Give(key string, r core.Rate, permits int64, at time.Time) {
+	st, _, s := l.keys.Lock(key, false)
+	defer s.Unlock()
+	if st == nil || st.width != max(int64(r.Interval)/(buckets-1), 1) {
+		return // dropped, or its rate changed: its grants are gone
+	}
+	b := at.UnixNano() / st.width
+	if b > st.last || b <= st.last-buckets {
+		return // not a bucket of the window
+	}
+	c := &st.counts[b%buckets]
+	*c -= uint32(min(permits, int64(*c)))
+}
+
 // until returns the time from t (unix ns) until the grants of bucket j,
 // of a window of interval iv, are all out of it: those of an older bucket
 // than the newest grant's were made before the bucket ended, and those of

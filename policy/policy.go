@@ -582,7 +582,8 @@ func ceilTimeout(d time.Duration) time.Duration {
 // timer, at once: the request does not wait a second timeout for it). A
 // rate's or a quota's grant is given back when a later policy of the
 // request refused it, or when the policy's refund rule (WithRefund)
-// matches the status: exactly that grant, before the adapter returns;
+// matches the status: exactly that grant, before the adapter returns (a
+// rate's grant that the fallback made, to the fallback too);
 // otherwise it is settled to the cost the handler reported with Settle,
 // if any. A refund or settle that Redis cannot take now is kept by the
 // core and made when Redis answers, within the grant's window (of a
@@ -609,6 +610,9 @@ func (d Decision) Done(status int) {
 	what := "refund"
 	var err error
 	if refund {
+		if d.Outcome == observe.FallbackAllowed && p.kind != kindQuota {
+			p.fallback.giveBack(d.name, d.prep.share, d.cost, d.Result.Grant)
+		}
 		_, err = d.limiter.Refund(ctx, d.Result.Grant)
 	} else {
 		what = "settle"
