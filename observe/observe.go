@@ -33,9 +33,8 @@ const (
 	// the request has no key under WithMissingKeyServe.
 	ErrorServed
 	// ErrorRejected: no decision, rejected: 503 when Redis failed under
-	// fail closed, or when the request's own context ended (its client
-	// went away) before Redis answered; 403 for a request with no key
-	// under WithMissingKeyDeny; 400 for a cost that cannot be read.
+	// fail closed, 403 for a request with no key under WithMissingKeyDeny,
+	// 400 for a cost that cannot be read.
 	ErrorRejected
 	// DryRunDenied: over the limit, but served: the policy runs dry.
 	DryRunDenied

@@ -58,13 +58,14 @@ func MustNewConcurrency(c *core.Client, name string, limit int64, opts ...Option
 }
 
 // decideSlot takes a slot of d's semaphore for the request, waiting for
-// one in wait mode.
-func (p *Policy) decideSlot(ctx context.Context, d *Decision) {
+// one in wait mode: the call made within ctx (see callContext), the wait
+// within the request's own, reqCtx.
+func (p *Policy) decideSlot(ctx, reqCtx context.Context, d *Decision) {
 	s := p.client.Semaphore(d.name, d.prep.semOpts...)
 	lease, r, err := s.TryAcquire(ctx, d.cost, p.lease)
 	waited := false
 	if err == nil && !r.Allowed && p.waits != nil {
-		lease, r, waited, err = p.waits.waitSlot(ctx, p, s, d.name, d.cost, r)
+		lease, r, waited, err = p.waits.waitSlot(reqCtx, p, s, d.name, d.cost, r)
 	}
 	if err != nil {
 		if errors.Is(err, core.ErrUnavailable) {

@@ -93,10 +93,10 @@
 // grant, under fail open too (under fail closed it gets a 503), so that
 // its script, should it run late, and a local grant count once, and a
 // request refused meanwhile gives that grant back. In wait mode, a request
-// in either case asks again within its maximum wait. Nor is a request
-// whose own context ended first (its client went away, or its deadline
-// passed): it is refused with a 503 under every failure policy, and what
-// its call asked is given back.
+// in either case asks again within its maximum wait. A client that goes
+// away does not end the round trip that decides its request, which Redis
+// decides all the same; it ends a wait, and what the wait's call asked is
+// given back.
 //
 // # Requests in flight
 //

@@ -3,10 +3,11 @@ package policy
 // This file holds an in-process rate limiter: the fallback a policy limits
 // with while Redis cannot decide. Each key has a sliding window cut into
 // buckets of 1/16 of the interval, with a count of permits per bucket; a
-// bucket counts until it is wholly out of the window, and the bucket of the
-// key's newest grant until that grant is, so the limiter never grants more
-// than the rate in any window of one interval (it may grant a little
-// less), and retry times are never early, nor longer than the interval. A request that costs more
+// bucket counts until it is wholly out of the window, and the bucket of
+// the key's newest grant until that grant is, so the limiter never grants
+// more than the rate in any window of one interval (it may grant a little
+// less), and retry times are never early, nor, for requests decided in the
+// order of their times, longer than the interval. A request that costs more
 // than the rate is granted alone, in an empty window, and keeps the window
 // closed until it leaves it. Keys are kept up to a maximum, the least
 // recently used going first, so a flood of new keys cannot take the
@@ -38,7 +39,10 @@ type localKey struct {
 	width  int64 // bucket width, ns: 1/16 of the rate's interval
 	last   int64 // index of the newest bucket
 	newest int64 // time of the newest grant, unix ns
-	counts [buckets]uint32
+	// cleared is the time of the newest grant when the counts were last
+	// emptied, every grant having left the window.
+	cleared int64
+	counts  [buckets]uint32
 }
 
 // newLocalLimiter returns a limiter that keeps at most maxKeys keys.
@@ -55,11 +59,17 @@ func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Tim
 	if w := max(int64(r.Interval)/(buckets-1), 1); w != st.width {
 		*st = localKey{width: w}
 	}
-	t := now.UnixNano()
+	t, iv := now.UnixNano(), int64(r.Interval)
+	if t < st.cleared+iv {
+		// Decided late, as at a time whose window holds grants no longer
+		// counted: refused until they leave it.
+		wait := time.Duration(st.cleared + iv - t)
+		return core.Result{Rate: r, RetryAfter: wait, ResetAfter: wait}
+	}
 	b := t / st.width
 	st.advance(b)
-	if t >= st.newest+int64(r.Interval) {
-		st.counts = [buckets]uint32{} // every grant has left the window
+	if t >= st.newest+iv {
+		st.counts, st.cleared = [buckets]uint32{}, st.newest // every grant has left the window
 	}
 	var used int64
 	for _, c := range st.counts {
@@ -95,8 +105,8 @@ func (l *localLimiter) Take(key string, r core.Rate, permits int64, now time.Tim
 func (l *localLimiter) Give(key string, r core.Rate, permits int64, at time.Time) {
 	st, _, s := l.keys.Lock(key, false)
 	defer s.Unlock()
-	if st == nil || st.width != max(int64(r.Interval)/(buckets-1), 1) {
-		return // dropped, or its rate changed: its grants are gone
+	if st == nil || st.width != max(int64(r.Interval)/(buckets-1), 1) || at.UnixNano() <= st.cleared {
+		return // dropped, its rate changed, or out of the window: its grant is gone
 	}
 	b := at.UnixNano() / st.width
 	if b > st.last || b <= st.last-buckets {

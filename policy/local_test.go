@@ -93,6 +93,20 @@ func TestFallbackRetryAfterIsNeverEarly(t *testing.T) {
 	assert.True(t, l.Take("k", rate, 1, now.Add(r.RetryAfter)).Allowed)
 }
 
+// A call decided late (a lost call's, decided under its own grant's time)
+// is decided as at its time: the grants in its window count, also those
+// that a later request found out of its own window.
+func TestFallbackDecidesLateCallsAsAtTheirTime(t *testing.T) {
+	l := newLocalLimiter(10)
+	rate := core.Rate{Permits: 2, Interval: time.Second}
+	t0 := time.Unix(1_700_000_000, 0)
+	require.True(t, l.Take("k", rate, 2, t0).Allowed)
+	require.True(t, l.Take("k", rate, 1, t0.Add(time.Second)).Allowed, "the first two left the window")
+	late := l.Take("k", rate, 1, t0.Add(900*time.Millisecond))
+	assert.False(t, late.Allowed, "its window holds the first two")
+	assert.Equal(t, 100*time.Millisecond, late.RetryAfter)
+}
+
 // A cost above the process's share of the rate, during an outage, is
 // granted alone in an empty window, and keeps it closed until it leaves the
 // window; a request refused meanwhile is told when that is, and is granted

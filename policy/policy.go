@@ -254,17 +254,10 @@ func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 		return
 	}
 	d.name = name
-	ctx := x.Context()
-	if lim.Lost && p.waits == nil {
-		// An earlier limit of the request got no answer in time: this one,
-		// which does not wait, has what is left of that one's time, so
-		// that the request is answered within one timeout.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, lim.LostAt)
-		defer cancel()
-	}
+	ctx, cancel := p.callContext(x.Context(), lim)
+	defer cancel()
 	if p.kind == kindConcurrency {
-		p.decideSlot(ctx, d)
+		p.decideSlot(ctx, x.Context(), d)
 		return
 	}
 	l := p.client.Limiter(name, d.prep.limOpts...)
@@ -272,7 +265,7 @@ func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 	r, waited, err := p.acquire(ctx, l, d.cost, 0)
 	if err == nil && !r.Allowed && p.waits != nil {
 		var w bool
-		r, w, err = p.waits.wait(ctx, p, l, name, d.cost, r)
+		r, w, err = p.waits.wait(x.Context(), p, l, name, d.cost, r)
 		waited = waited || w
 	}
 	switch {
@@ -290,6 +283,29 @@ func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 	}
 	d.decided(r, waited)
 }
+
+// callContext returns the context of the round trip that decides the
+// request whose context is ctx, and whose limits are lim: one that its
+// client going away does not end (Go's server reports a client that only
+// closes its sending side so too), so that Redis decides every request it
+// answers in time, and a call it answered is never taken for one it did
+// not (which would be decided in memory, over the limit); bounded by the
+// request's own deadline, and, once a round trip of the request got no
+// answer in time, for a limit that does not wait, by that one's, so that
+// the request is answered within one timeout. A wait ends with the
+// request's context, its client gone.
+func (p *Policy) callContext(ctx context.Context, lim *reqlimits.Limits) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if lim.Lost && p.waits == nil && (!ok || lim.LostAt.Before(dl)) {
+		dl, ok = lim.LostAt, true
+	}
+	if ok && time.Until(dl) < p.timeout {
+		return context.WithDeadline(lim.Detached(), dl)
+	}
+	return lim.Detached(), noCancel
+}
+
+func noCancel() {}
 
 // decided makes d the decision of Redis's answer r, which the request
 // waited for or not.
@@ -501,21 +517,11 @@ func (p *Policy) noteRedisErr(d *Decision, err error) {
 // is shed with a 429, and under fail closed one answered too late gets its
 // 503), and when the limiter's keys in Redis hold what no limiter writes, or
 // any other error, which is reported: only a failing Redis under fail open
-// serves a request without a decision. A request whose own context ended
-// first (its client went away, or its deadline passed) is refused with a
-// 503, whatever the failure policy, and what its call asked is given back:
-// nobody waits for its answer, and deciding it in memory while Redis
-// answers would serve it over the limit.
+// serves a request without a decision.
 func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 	overload, lost, failing := errors.Is(err, core.ErrOverloaded), lost(err), errors.Is(err, core.ErrUnavailable)
 	p.noteRedisErr(d, err)
-	gone := !failing && d.limits.Err() != nil &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 	switch {
-	case gone:
-		d.refuse(observe.ErrorRejected, http.StatusServiceUnavailable, d.prep.headers.unavailable)
-		c.undo(context.WithoutCancel(d.limits))
-		return
 	case failing && p.failure == failLocal:
 		p.fallback.failed(p, err)
 	case failing && p.failure == failOpen:
@@ -536,7 +542,7 @@ func (p *Policy) withoutRedis(d *Decision, c claim, err error) {
 		}
 		d.refuse(observe.Shed, http.StatusTooManyRequests, d.prep.headers.deny)
 		return
-	case !overload && !lost:
+	case !overload && !lost && !errors.Is(err, context.Canceled):
 		// Not Redis failing, nor this process: the limiter's keys, say.
 		d.Err = errors.Join(d.Err, d.redisErr)
 	}

@@ -54,7 +54,10 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 	switch {
 	case err == nil:
 		return got, got.Allowed, nil
-	case ctx.Err() != nil: // the client went away: keep the denial
+	case ctx.Err() != nil:
+		// The client went away: keep the denial, and give back what the
+		// call asked, which Redis may have granted.
+		_, _ = l.Refund(context.WithoutCancel(ctx), got.Grant)
 		return r, false, nil
 	}
 	return got, false, err // got.Grant: what a local grant records
@@ -73,7 +76,8 @@ func (w *waits) waitSlot(ctx context.Context, p *Policy, s *core.Semaphore, key 
 	switch {
 	case err == nil:
 		return lease, got, got.Allowed, nil
-	case ctx.Err() != nil: // the client went away: keep the refusal
+	case ctx.Err() != nil: // the client went away: keep the refusal, as wait
+		p.giveBack(context.WithoutCancel(ctx), s, lease)
 		return core.Lease{}, r, false, nil
 	}
 	return lease, got, false, err // lease: what a local grant holds

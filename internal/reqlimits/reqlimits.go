@@ -66,6 +66,19 @@ func (l *Limits) Value(k any) any {
 	return l.Context.Value(k)
 }
 
+// Detached returns a context with l's values, but neither the deadline
+// nor the cancellation of the request's context: that of a round trip that
+// decides the request whether or not its client is still there. Made with
+// no allocation.
+func (l *Limits) Detached() context.Context { return detached{l} }
+
+type detached struct{ l *Limits }
+
+func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detached) Done() <-chan struct{}       { return nil }
+func (detached) Err() error                  { return nil }
+func (d detached) Value(k any) any           { return d.l.Value(k) }
+
 // From returns the Limits of the request whose context is ctx, if a policy
 // put them there.
 func From(ctx context.Context) (*Limits, bool) {

@@ -18,14 +18,14 @@ import (
 	"github.com/redlimit/redlimit/policy"
 )
 
-// TestARequestWhoseClientLeavesIsNotServed: a request whose context ends
-// while Redis decides it (its client went away, which Go's server also
-// sees when the client only closes its side of the connection and still
-// reads; or its own deadline passed) is refused, whatever the limit and the
-// failure policy, and what Redis granted it is given back. It was decided
-// in memory, as if Redis had failed: a client at its limit was served over
-// it, by every process, while Redis answered.
-func TestARequestWhoseClientLeavesIsNotServed(t *testing.T) {
+// TestAClientThatLeavesIsStillDecidedByRedis: a request whose client goes
+// away while Redis decides it (Go's server also reports a client that
+// only closes its sending side, and still reads, so) gets Redis's
+// decision, whatever the limit and the failure policy. Its round trip
+// ended with the request's context, and it was decided in memory, as if
+// Redis had failed: a client at its limit was served over it, by every
+// process, while Redis answered.
+func TestAClientThatLeavesIsStillDecidedByRedis(t *testing.T) {
 	s := startRedis(t)
 	limits := []struct {
 		name string
@@ -45,91 +45,105 @@ func TestARequestWhoseClientLeavesIsNotServed(t *testing.T) {
 		name string
 		opt  policy.Option
 	}{{"fail local", policy.WithFailLocal(1)}, {"fail open", policy.WithFailOpen()}, {"fail closed", policy.WithFailClosed()}}
-	ends := []struct {
-		name string
-		ctx  func() (context.Context, context.CancelFunc)
-	}{
-		{"client gone", func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(bg)
-			time.AfterFunc(50*time.Millisecond, cancel)
-			return ctx, cancel
-		}},
-		{"deadline", func() (context.Context, context.CancelFunc) { return context.WithTimeout(bg, 50*time.Millisecond) }},
-	}
 	n := 0
 	for _, l := range limits {
 		for _, f := range failures {
-			for _, end := range ends {
-				n++
-				name := "gone" + strconv.Itoa(n)
-				t.Run(l.name+", "+f.name+", "+end.name, func(t *testing.T) {
-					// In parallel: a lost grant is given back seconds later
-					// (see core.Limiter.Refund).
-					t.Parallel()
-					var hold atomic.Bool
-					rdb := newRedis(t, &redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-					rdb.AddHook(answeredUnseen{&hold})
-					var served atomic.Int64
-					p := l.new(newClient(t, rdb), name, f.opt, policy.WithTimeout(300*time.Millisecond))
-					h := nethttprl.New(p)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-						served.Add(1)
-						_, _ = w.Write([]byte("ok"))
-					}))
-					do := func(ctx context.Context, ip string) int {
-						req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://svc/", nil)
-						req.RemoteAddr = ip + ":40000"
-						w := httptest.NewRecorder()
-						h.ServeHTTP(w, req)
-						return w.Code
+			n++
+			name := "leaves" + strconv.Itoa(n)
+			t.Run(l.name+", "+f.name, func(t *testing.T) {
+				t.Parallel()
+				var served atomic.Int64
+				held, release := make(chan struct{}), make(chan struct{})
+				ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					served.Add(1)
+					if r.Header.Get("X-Hold") != "" { // holds its slot
+						close(held)
+						<-release
 					}
-					// Another client first: the scripts are loaded, so that
-					// the held call is the one that runs.
-					require.Equal(t, http.StatusOK, do(bg, "10.0.0.2"))
-
-					ctx, cancel := end.ctx()
-					defer cancel()
-					hold.Store(true)
-					assert.Equal(t, http.StatusServiceUnavailable, do(ctx, "10.0.0.1"))
-					assert.False(t, hold.Load(), "its script ran")
-					assert.EqualValues(t, 1, served.Load(), "the request that left was not served")
-
-					// Its permit, which Redis granted, is given back: its
-					// client is served (the limit is 1).
-					waitFor(t, 5*time.Second, "the client served", func() bool { return do(bg, "10.0.0.1") == http.StatusOK })
+					_, _ = w.Write([]byte("ok"))
 				})
-			}
+				// Two processes: what one granted, the other knows only
+				// from Redis.
+				hook := heldReply{hold: new(atomic.Bool), left: make(chan struct{})}
+				var procs [2]http.Handler
+				for i := range procs {
+					rdb := newRedis(t, &redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+					rdb.AddHook(hook)
+					procs[i] = nethttprl.New(l.new(newClient(t, rdb), name, f.opt, policy.WithTimeout(time.Second)))(ok)
+				}
+				do := func(h http.Handler, ctx context.Context, hold bool) int {
+					req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://svc/", nil)
+					req.RemoteAddr = "10.0.0.1:40000"
+					if hold {
+						req.Header.Set("X-Hold", "1")
+					}
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					return w.Code
+				}
+				// The client uses its one permit, or holds its one slot.
+				first := make(chan int, 1)
+				go func() { first <- do(procs[0], bg, l.name == "concurrency") }()
+				if l.name == "concurrency" {
+					<-held
+				} else {
+					require.Equal(t, http.StatusOK, <-first)
+				}
+
+				// Its next request, to the other process, whose client
+				// leaves while Redis decides it.
+				ctx, cancel := context.WithCancel(bg)
+				time.AfterFunc(50*time.Millisecond, func() { cancel(); close(hook.left) })
+				hook.hold.Store(true)
+				assert.Equal(t, http.StatusTooManyRequests, do(procs[1], ctx, false), "Redis's answer")
+				assert.False(t, hook.hold.Load(), "its script ran")
+				assert.EqualValues(t, 1, served.Load(), "the client over its limit was not served")
+				if l.name == "concurrency" {
+					close(release)
+					require.Equal(t, http.StatusOK, <-first)
+				}
+			})
 		}
 	}
 }
 
-// answeredUnseen is a go-redis hook that, once hold is set, runs the next
-// command (or pipeline) and then holds its answer until the caller's
-// context ends: Redis decided, and the caller never sees it.
-type answeredUnseen struct{ hold *atomic.Bool }
+// heldReply is a go-redis hook that, once hold is set, runs the next
+// command (or pipeline) and holds its reply until left is closed (the
+// client of the call's request went away); then it gives the reply as
+// go-redis does: the call context's error if that context ended with the
+// request's, else Redis's answer.
+type heldReply struct {
+	hold *atomic.Bool
+	left chan struct{}
+}
 
-func (answeredUnseen) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (heldReply) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h answeredUnseen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h heldReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		if h.hold.CompareAndSwap(true, false) {
-			<-ctx.Done()
-			cmd.SetErr(ctx.Err())
-			return ctx.Err()
+			<-h.left
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				cmd.SetErr(ctxErr)
+				return ctxErr
+			}
 		}
 		return err
 	}
 }
 
-func (h answeredUnseen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h heldReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		if h.hold.CompareAndSwap(true, false) {
-			<-ctx.Done()
-			for _, cmd := range cmds {
-				cmd.SetErr(ctx.Err())
+			<-h.left
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				for _, cmd := range cmds {
+					cmd.SetErr(ctxErr)
+				}
+				return ctxErr
 			}
-			return ctx.Err()
 		}
 		return err
 	}
