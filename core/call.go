@@ -24,7 +24,7 @@ type call struct {
 	s       *script
 	args    []any   // the script's arguments after the keys, but for an acquire
 	permits int64   // an acquire's permits
-	member  string  // an acquire's log member
+	member  member  // an acquire's log member
 	reply   []int64 // the script's reply, but for an acquire
 	res     Result  // an acquire's result
 	err     error

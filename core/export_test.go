@@ -38,7 +38,14 @@ type Acquire struct {
 }
 
 // Member returns a log member for permits with a random id.
-func Member(permits int64) string { return newMember(permits) }
+func Member(permits int64) string { return newMember(permits).String() }
+
+// toMember returns the member of s's bytes.
+func toMember(s string) member {
+	m := member{n: uint8(len(s))}
+	copy(m.b[:], s)
+	return m
+}
 
 // AcquireTogether decides acqs in one round trip, as coalescing does with
 // acquires that queue up together: the acquires on one limiter share a
@@ -49,7 +56,7 @@ func AcquireTogether(ctx context.Context, acqs []Acquire) ([]Result, []error, er
 		if a.Limiter.err != nil {
 			return nil, nil, a.Limiter.err
 		}
-		calls[i] = &call{l: a.Limiter, s: scriptAcquire, permits: a.Permits, member: a.Member}
+		calls[i] = &call{l: a.Limiter, s: scriptAcquire, permits: a.Permits, member: toMember(a.Member)}
 	}
 	acqs[0].Limiter.c.send(ctx, calls)
 	res, errs := make([]Result, len(acqs)), make([]error, len(acqs))
@@ -65,7 +72,7 @@ func AcquireMember(ctx context.Context, l *Limiter, permits int64, member string
 	if err := l.checkPermits(permits); err != nil {
 		return Result{}, err
 	}
-	cl := &call{l: l, s: scriptAcquire, permits: permits, member: member}
+	cl := &call{l: l, s: scriptAcquire, permits: permits, member: toMember(member)}
 	if _, err := l.c.do(ctx, cl); err != nil {
 		return Result{}, err
 	}
@@ -153,7 +160,7 @@ func Lost(g Grant) Grant {
 // QuotaAcquireAgain sends the acquire that returned g again, as go-redis
 // resends a call whose reply was lost.
 func QuotaAcquireAgain(ctx context.Context, l *Limiter, g Grant) (Result, error) {
-	q, err := l.quotaCall(ctx, "acquire", int64(permitsOf(g.member)), g.member)
+	q, err := l.quotaCall(ctx, "acquire", int64(permitsOf(g.member.String())), &g.member)
 	if err != nil {
 		return Result{}, err
 	}
@@ -189,7 +196,7 @@ func SemaphoreName(s *Semaphore) string { return s.route.name }
 func SetClockOffset(c *Client, ms int64) { c.offset.Store(ms) }
 
 // GrantMember returns g's log member.
-func GrantMember(g Grant) string { return g.member }
+func GrantMember(g Grant) string { return g.member.String() }
 
 // Pings is the PING on a connection of its own that tells a Redis that
 // fails from a process too busy to hear it (see batcher.answers).
@@ -206,7 +213,7 @@ const LateWake = lateWake
 const RoundTripGrace = roundTripGrace
 
 // MemberOf returns g's log member.
-func MemberOf(g Grant) string { return g.member }
+func MemberOf(g Grant) string { return g.member.String() }
 
 // ChargeScript is the source of the script that pays what a Client owes.
 var ChargeScript = scriptCharge.src

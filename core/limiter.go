@@ -475,7 +475,7 @@ func (l *Limiter) Charge(grants ...Grant) {
 	now := time.Now().UnixMilli()
 	for _, g := range grants {
 		if !g.isZero() && l.owns(g) {
-			l.c.owed.owe(l, &op{member: g.member, at: g.at, period: g.period, due: now, expires: l.expiry(g)})
+			l.c.owed.owe(l, &op{member: g.member.String(), at: g.at, period: g.period, due: now, expires: l.expiry(g)})
 		}
 	}
 }
@@ -483,7 +483,7 @@ func (l *Limiter) Charge(grants ...Grant) {
 // owns reports whether g may be a grant of the limiter's kind, a rate's
 // or a quota's: another kind's changes nothing.
 func (l *Limiter) owns(g Grant) bool {
-	return (l.quota != nil) == (len(g.member) == quotaMemberLen)
+	return (l.quota != nil) == (g.member.n == quotaMemberLen)
 }
 
 // Settle settles grant, which an acquire on this limiter returned, to its
@@ -527,7 +527,7 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 		l.oweLate(o, grant)
 		return false, nil
 	case grant.state == grantUnsent, // known to Redis only once charged: after its charge
-		l.c.owed.holds(l, grant.member): // after what is owed on it (a grant written again into a promoted master, see recent)
+		l.c.owed.holds(l, o.old): // after what is owed on it (a grant written again into a promoted master, see recent)
 		l.c.owed.owe(l, o)
 		return false, nil
 	}
@@ -552,7 +552,7 @@ func (l *Limiter) settle(ctx context.Context, grant Grant, permits int64, what s
 // settleOp returns the change that settles grant at permits (0: a refund).
 // Of a quota's grant, the script reads only the permits of member.
 func (l *Limiter) settleOp(grant Grant, permits int64) *op {
-	return &op{member: settledMember(grant.member, permits), old: grant.member, at: grant.at, period: grant.period,
+	return &op{member: settledMember(grant.member, permits), old: grant.member.String(), at: grant.at, period: grant.period,
 		due: time.Now().UnixMilli(), expires: l.expiry(grant)}
 }
 

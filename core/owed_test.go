@@ -60,7 +60,8 @@ func TestAGrantsOpsGoInTheirOrder(t *testing.T) {
 	c, q := handLedger(t)
 	l := c.Limiter("l", WithRate(PerMinute(10)))
 	now := time.Now().UnixMilli()
-	m, other := newMember(1), newMember(1)
+	mm, om := newMember(1), newMember(1)
+	m, other := mm.String(), om.String()
 	members := func(p *call) []string {
 		if p == nil {
 			return nil
@@ -75,7 +76,7 @@ func TestAGrantsOpsGoInTheirOrder(t *testing.T) {
 	q.owe(l, &op{member: m, at: now, due: now})
 	charge := q.due(l.name, now)
 	require.Equal(t, []string{m}, members(charge))
-	refund := &op{member: settledMember(m, 0), old: m, at: now, due: now}
+	refund := &op{member: settledMember(mm, 0), old: m, at: now, due: now}
 	q.owe(l, refund)
 	q.owe(l, &op{member: other, at: now, due: now})
 	otherPay := q.due(l.name, now)
@@ -90,9 +91,9 @@ func TestAGrantsOpsGoInTheirOrder(t *testing.T) {
 
 	again.err = nil // answered
 	q.paid([]*call{again})
-	later := &op{member: settledMember(other, 0), old: other, at: now, due: now + 5000}
+	later := &op{member: settledMember(om, 0), old: other, at: now, due: now + 5000}
 	q.owe(l, later)
-	q.owe(l, &op{member: settledMember(other, 2), old: other, at: now, due: now})
+	q.owe(l, &op{member: settledMember(om, 2), old: other, at: now, due: now})
 	assert.Nil(t, q.due(l.name, now), "a grant's op waits behind its earlier one not yet due")
 	assert.Len(t, members(q.due(l.name, now+5000)), 2)
 }

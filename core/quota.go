@@ -87,12 +87,12 @@ func quotaKey(name string) string {
 // uint32, as quota.lua remembers it.
 const quotaMemberLen = 10
 
-func newQuotaMember(permits int64) string {
-	var m [quotaMemberLen]byte
-	binary.LittleEndian.PutUint64(m[:8], rand.Uint64())
-	m[0] &= 0x7f
-	binary.LittleEndian.PutUint32(m[6:], uint32(permits))
-	return string(m[:])
+func newQuotaMember(permits int64) member {
+	m := member{n: quotaMemberLen}
+	binary.LittleEndian.PutUint64(m.b[:8], rand.Uint64())
+	m.b[0] &= 0x7f
+	binary.LittleEndian.PutUint32(m.b[6:], uint32(permits))
+	return m
 }
 
 // quota.lua's status code for a call whose period does not hold Redis's
@@ -176,7 +176,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 	if err := ctx.Err(); err != nil {
 		return l.undecided(in, &cq.id, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
 	}
-	q, err := l.quotaCall(ctx, "acquire", permits, member)
+	q, err := l.quotaCall(ctx, "acquire", permits, &member)
 	if err == nil && len(q.v) < 5 {
 		err = errShortReply
 	}

@@ -25,14 +25,14 @@ type recent struct {
 
 type recentGrant struct {
 	l       *Limiter
-	member  string
+	member  member
 	at      int64 // Redis's unix ms (Grant.at)
 	expires int64 // local unix ms when it leaves its window
 }
 
 // recentGrants bounds the grants kept: a process making 10 000 grants a
 // second keeps its last 1.6 s, longer than a switch-over takes to reach
-// every client. About 40 bytes each, and their limiters.
+// every client. About 48 bytes each, and their limiters.
 const recentGrants = 16_384
 
 // add keeps a grant made on l at g.at, and returns its place for forget

@@ -60,14 +60,12 @@ type Result struct {
 // Limiter.Refund gives exactly those back, and Limiter.Settle changes them
 // to the request's real cost.
 type Grant struct {
-	member string
 	// at is the grant's time in the log, in Unix ms of Redis's clock: the
 	// script's, or for a grant Redis did not decide, the time its acquire
 	// was made, by the local clock turned into Redis's with the offset the
 	// Client had measured then (fixed, so that Charge writes it where a
 	// caller deciding at Time counted it).
-	at    int64
-	state grantState // what Redis knows of it
+	at int64
 	// period is the start of a quota's period that Redis counted the
 	// grant in, in Unix ms of Redis's clock; 0 for a rate's grant, and
 	// for a grant Redis did not decide (found from at when needed).
@@ -79,6 +77,8 @@ type Grant struct {
 	// recent is its place in the Client's recent grants, plus 1 (0: not
 	// kept there): a refund drops it (see recent.forget).
 	recent int32
+	state  grantState // what Redis knows of it
+	member member     // last: its bytes fill what the fields above leave
 }
 
 // grantState is what Redis knows of a grant: the answer of the call that
@@ -98,7 +98,7 @@ const (
 
 // isZero reports whether g identifies no grant (a Grant is comparable:
 // g == Grant{} says the same).
-func (g Grant) isZero() bool { return g.member == "" }
+func (g Grant) isZero() bool { return g.member.n == 0 }
 
 // Time returns g's time in Redis's log, to the millisecond: the time
 // Redis decided it at or, for a grant Redis did not decide, when its
@@ -113,25 +113,45 @@ func (g Grant) Time() time.Time {
 	return time.UnixMilli(g.at)
 }
 
+// memberLen is the length of a rate's log member (see newMember), the
+// longest a grant has.
+const memberLen = 21
+
+// A member is a grant's log member (see newMember), or a quota's grant
+// (see newQuotaMember). It is held by value: a decision makes no string of
+// it, and its script call sends its bytes as they are (see MarshalBinary).
+type member struct {
+	b [memberLen]byte
+	n uint8 // its length; 0: none
+}
+
+// MarshalBinary returns m's bytes: go-redis sends an argument that has it
+// as those bytes. It has a pointer receiver, so that the bytes it returns
+// are m's own, not a copy's.
+func (m *member) MarshalBinary() ([]byte, error) { return m.b[:m.n], nil }
+
+// String returns m's bytes as a string.
+func (m member) String() string { return string(m.b[:m.n]) }
+
 // newMember returns the log member of one acquire: Redisson's 21-byte
 // layout, the byte 0x10, a random 16-byte id, then the permits as a
 // little-endian uint32. The id also makes the acquire idempotent: a resent
 // script finds its member and does not take the permits again.
-func newMember(permits int64) string {
-	var m [21]byte
-	m[0] = 16
-	binary.LittleEndian.PutUint64(m[1:], rand.Uint64())
-	binary.LittleEndian.PutUint64(m[9:], rand.Uint64())
-	binary.LittleEndian.PutUint32(m[17:], uint32(permits))
-	return string(m[:])
+func newMember(permits int64) member {
+	m := member{n: memberLen}
+	m.b[0] = 16
+	binary.LittleEndian.PutUint64(m.b[1:], rand.Uint64())
+	binary.LittleEndian.PutUint64(m.b[9:], rand.Uint64())
+	binary.LittleEndian.PutUint32(m.b[17:], uint32(permits))
+	return m
 }
 
 // settledMember returns the member that replaces member m when its grant is
 // settled to permits: the same layout, with the high bit of the id's first
 // byte flipped, so that a settled grant is never settled again, and the new
 // permits. Redisson reads it as any other member.
-func settledMember(m string, permits int64) string {
-	b := []byte(m)
+func settledMember(m member, permits int64) string {
+	b := m.b[:m.n]
 	b[1] ^= 0x80
 	binary.LittleEndian.PutUint32(b[len(b)-4:], uint32(permits))
 	return string(b)
