@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlimit/redlimit/internal/slot"
@@ -24,6 +25,12 @@ type Limiter struct {
 	fixed   bool          // every script takes decl (a quota's, a semaphore's)
 	timeout time.Duration // bound of each round trip, when > 0
 	slot    uint16        // the Cluster hash slot of its keys, when batched per slot
+	// first is the call of its first acquire, made with the limiter: a
+	// limiter made for one decision, as the middleware makes one per
+	// request, costs one allocation with its call, not two. taken says
+	// an acquire has it.
+	first call
+	taken atomic.Bool
 }
 
 // codedRate is a rate given with WithRate, with its script arguments
@@ -258,7 +265,8 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 			return r, nil
 		}
 	}
-	cl := &call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
+	cl := l.acquireCall()
+	*cl = call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
 	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}}
 	if err := ctx.Err(); err != nil {
 		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
@@ -277,6 +285,7 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: %w", err))
 	}
 	r := cl.res
+	cl.ctx = nil // answered: a limiter that keeps its first call keeps no request of it
 	received := time.Now()
 	l.c.noteClock(r.at, sent, received)
 	if in == heldCached {
@@ -289,6 +298,15 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
 	}
 	return r, nil
+}
+
+// acquireCall returns the call of an acquire: the limiter's first, then a
+// new one each.
+func (l *Limiter) acquireCall() *call {
+	if !l.taken.Load() && l.taken.CompareAndSwap(false, true) {
+		return &l.first
+	}
+	return new(call)
 }
 
 // undecided returns the outcome of an acquire of permits at rate that
