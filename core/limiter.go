@@ -12,7 +12,8 @@ import (
 )
 
 // Limiter is one named rate limiter in Redis. Limiters are cheap values
-// around a name: create them freely, for instance one per client IP.
+// around a name, one allocation of about 1 KB with the call of their first
+// decision: create them freely, for instance one per client IP.
 // A Limiter is safe for concurrent use by multiple goroutines.
 type Limiter struct {
 	c       *Client
@@ -25,12 +26,11 @@ type Limiter struct {
 	fixed   bool          // every script takes decl (a quota's, a semaphore's)
 	timeout time.Duration // bound of each round trip, when > 0
 	slot    uint16        // the Cluster hash slot of its keys, when batched per slot
-	// first is the call of its first acquire, made with the limiter: a
-	// limiter made for one decision, as the middleware makes one per
-	// request, costs one allocation with its call, not two. taken says
-	// an acquire has it.
-	first call
-	taken atomic.Bool
+	// first is the call of its first acquire, allocated with it by
+	// Client.Limiter (nil once an acquire took it): a limiter made for
+	// one decision, as the middleware makes one per request, costs one
+	// allocation with its call, not two.
+	first atomic.Pointer[call]
 }
 
 // codedRate is a rate given with WithRate, with its script arguments
@@ -100,7 +100,12 @@ func (d callTimeout) applySemaphore(s *Semaphore) error { return d.apply(s.route
 // on the returned Limiter, as an error wrapping ErrInvalidName or the
 // option's error.
 func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
-	l := &Limiter{c: c}
+	lc := &struct {
+		l     Limiter
+		first call
+	}{l: Limiter{c: c}}
+	l := &lc.l
+	l.first.Store(&lc.first)
 	l.name, l.keys = c.keysFor(name)
 	if c.slots != nil {
 		l.slot = uint16(slot.Of(l.name))
@@ -265,27 +270,31 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 			return r, nil
 		}
 	}
-	cl := l.acquireCall()
-	*cl = call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: newMember(permits)}
-	undecided := Result{Grant: Grant{member: cl.member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}}
+	m := newMember(permits)
+	undecided := Result{Grant: Grant{member: m, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}}
 	if err := ctx.Err(); err != nil {
 		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
 	}
+	cl, first := l.acquireCall()
+	*cl = call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: m}
 	wasSent, err := l.c.do(ctx, cl)
-	if err == nil && cl.err != nil {
-		if errors.Is(cl.err, ErrPermitsExceedRate) || errors.Is(cl.err, ErrNotInitialized) || errors.Is(cl.err, ErrInvalidConfig) {
-			return Result{}, fmt.Errorf("core: acquire: %w", cl.err) // Redis's answer
+	sendBy := cl.sendBy
+	var r Result
+	if err == nil { // cl has Redis's answer, or its round trip's failure
+		r, err = cl.res, cl.err
+		if first {
+			*cl = call{} // the limiter keeps nothing of the request
 		}
-		err = cl.err
+		if errors.Is(err, ErrPermitsExceedRate) || errors.Is(err, ErrNotInitialized) || errors.Is(err, ErrInvalidConfig) {
+			return Result{}, fmt.Errorf("core: acquire: %w", err) // Redis's answer
+		}
 	}
 	if err != nil {
 		if wasSent {
-			undecided.Grant.state, undecided.Grant.sendBy = grantLost, cl.sendBy
+			undecided.Grant.state, undecided.Grant.sendBy = grantLost, sendBy
 		}
 		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: %w", err))
 	}
-	r := cl.res
-	cl.ctx = nil // answered: a limiter that keeps its first call keeps no request of it
 	received := time.Now()
 	l.c.noteClock(r.at, sent, received)
 	if in == heldCached {
@@ -300,13 +309,16 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	return r, nil
 }
 
-// acquireCall returns the call of an acquire: the limiter's first, then a
-// new one each.
-func (l *Limiter) acquireCall() *call {
-	if !l.taken.Load() && l.taken.CompareAndSwap(false, true) {
-		return &l.first
+// acquireCall returns the call of an acquire: the one allocated with the
+// limiter, for its first (then first is true; the caller clears it once
+// answered, as the limiter may outlive the request), else a new one.
+func (l *Limiter) acquireCall() (cl *call, first bool) {
+	if l.first.Load() != nil {
+		if cl = l.first.Swap(nil); cl != nil {
+			return cl, true
+		}
 	}
-	return new(call)
+	return new(call), false
 }
 
 // undecided returns the outcome of an acquire of permits at rate that

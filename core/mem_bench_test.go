@@ -2,8 +2,10 @@ package core_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,4 +55,26 @@ func TestADecisionAllocatesSix(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, r.Allowed)
 	assert.Equal(t, 6.0, allocs)
+}
+
+// A limiter outlives its decisions (a long-lived one, or one the Client
+// keeps for a failover): once answered, the call made with it keeps
+// nothing of the request, whose context may hold the request itself. (No
+// call timeout here: the runtime keeps a stopped timer, and so the
+// timeout's context, for a while after the call.)
+func TestALimiterKeepsNothingOfAnAnsweredRequest(t *testing.T) {
+	c, err := core.New(memredis.New())
+	require.NoError(t, err)
+	type key struct{}
+	req := new([1 << 10]byte) // what the request's context holds
+	held := weak.Make(req)
+	ctx := context.WithValue(context.Background(), key{}, req)
+	l := c.Limiter("key:192.0.2.1", core.WithRate(core.PerMinute(10)))
+	r, err := l.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	req, ctx = nil, nil
+	runtime.GC()
+	assert.Nil(t, held.Value(), "the limiter keeps the request's context")
+	runtime.KeepAlive(l)
 }

@@ -120,25 +120,31 @@ func (l *Limiter) quotaCall(ctx context.Context, what string, args ...any) (quot
 	now := r.at.UnixMilli() + l.c.offset.Load()
 	for try := 0; ; try++ {
 		r.start, r.end = cq.bounds(now)
-		cl := &call{ctx: ctx, l: l, s: scriptQuota, args: append([]any{cq.limit, what, r.start, r.end}, args...)}
+		cl, first := l.acquireCall()
+		*cl = call{ctx: ctx, l: l, s: scriptQuota, args: append([]any{cq.limit, what, r.start, r.end}, args...)}
 		if try > 0 {
 			r.at = time.Now()
 		}
 		sent, err := l.c.do(ctx, cl)
 		r.sent = r.sent || sent
 		r.sendBy = max(r.sendBy, cl.sendBy)
+		if err != nil {
+			return r, err
+		}
+		reply, err := cl.reply, cl.err // cl has Redis's answer, or its round trip's failure
+		if first {
+			*cl = call{} // the limiter keeps nothing of the request
+		}
 		switch {
 		case err != nil:
 			return r, err
-		case cl.err != nil:
-			return r, cl.err
-		case len(cl.reply) < 2:
+		case len(reply) < 2:
 			return r, errShortReply
-		case cl.reply[0] == codePeriodMismatch && try < 2:
-			now = cl.reply[1]
+		case reply[0] == codePeriodMismatch && try < 2:
+			now = reply[1]
 			continue
 		}
-		r.v = cl.reply
+		r.v = reply
 		return r, quotaStatus(l, r.v)
 	}
 }
