@@ -277,3 +277,35 @@ func TestARefundedGrantIsNotWrittenAgain(t *testing.T) {
 		assert.Equal(t, []string{core.MemberOf(kept)}, members)
 	})
 }
+
+// A refund that changes nothing (its grant refunded already) still drops
+// the grants that left the window from the log, as every call does: their
+// permits come back with them, not lost until the log empties.
+func TestARefundThatChangesNothingGivesBackWhatLeft(t *testing.T) {
+	for _, typ := range []core.RateType{core.Overall, core.PerClient} {
+		t.Run(typ.String(), func(t *testing.T) {
+			run(t, func(t *testing.T, e *env) {
+				l := e.limiter(t, core.WithRate(rate(typ, 3, time.Minute)))
+				pkey := core.Keys(l)[3+int(typ)]
+				old := mustGrant(t, l, 1)
+				g := mustGrant(t, l, 1)
+				require.True(t, refund(t, l, g))
+				mustGrant(t, l, 1)
+				assert.EqualValues(t, 1, available(t, l))
+				// The oldest grant leaves the window: its score, two minutes back.
+				score, err := e.rdb.ZScore(bg, pkey, core.GrantMember(old)).Result()
+				require.NoError(t, err)
+				require.NoError(t, e.rdb.ZAddXX(bg, pkey, redis.Z{Score: score - 120_000, Member: core.GrantMember(old)}).Err())
+
+				assert.False(t, refund(t, l, g), "refunded once")
+				n, err := e.rdb.ZCard(bg, pkey).Result()
+				require.NoError(t, err)
+				assert.EqualValues(t, 1, n, "the grant that left is dropped")
+				assert.EqualValues(t, 2, available(t, l), "and its permit is back")
+				r, err := l.TryAcquire(bg, 2)
+				require.NoError(t, err)
+				assert.True(t, r.Allowed)
+			})
+		})
+	}
+}

@@ -29,7 +29,10 @@ end
 
 local vkey, pkey = state_keys(0, cfg[3], #KEYS)
 local cutoff = now - cfg[2]
-local v, rewrite = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
+-- v counts the permits of the grants that left the window (released):
+-- load_state dropped them from the log, so the counter is written even
+-- when no grant changes.
+local v, rewrite, _, released = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
 if not v then
   return { L.INVALID_CONFIG }
 end
@@ -59,7 +62,7 @@ for i = 5, #ARGV, 3 do
     end
   end
 end
-if changed > 0 or rewrite then
+if changed > 0 or rewrite or released > 0 then
   L.save_state(vkey, pkey, math.min(cfg[1], v + delta), L.state_ttl(0, cfg))
 end
 if taken and not written then
