@@ -103,9 +103,14 @@ func (c *Client) Limiter(name string, opts ...LimiterOption) *Limiter {
 	lc := &struct {
 		l     Limiter
 		first call
-	}{l: Limiter{c: c}}
-	l := &lc.l
-	l.first.Store(&lc.first)
+	}{}
+	lc.l.first.Store(&lc.first)
+	return c.setUp(&lc.l, name, opts)
+}
+
+// setUp makes l the limiter called name with opts, and returns it.
+func (c *Client) setUp(l *Limiter, name string, opts []LimiterOption) *Limiter {
+	l.c = c
 	l.name, l.keys = c.keysFor(name)
 	if c.slots != nil {
 		l.slot = uint16(slot.Of(l.name))

@@ -291,10 +291,11 @@ func (q *ledger) due(key string, now int64) *call {
 	if len(pay) == 0 {
 		return nil
 	}
-	return q.c.Limiter(d.name, limiterOptionFunc(func(l *Limiter) error {
+	// A limiter without a first call (see Client.Limiter): a payment is no acquire.
+	return q.c.setUp(new(Limiter), d.name, []LimiterOption{limiterOptionFunc(func(l *Limiter) error {
 		l.coded, l.quota, l.timeout = d.coded, d.quota, d.timeout
 		return nil
-	})).payment(pay)
+	})}).payment(pay)
 }
 
 // payments returns the payment calls of what the limiters of calls owe,
