@@ -34,6 +34,13 @@ const (
 	// burstInTime is how many grants Redis must make in time for the
 	// burst to show that requests wait (a run that passes makes hundreds).
 	burstInTime = 50
+	// burstSilence is how long Redis may take to answer a PING of another
+	// process before the fallback may start: a fourth of the core's grace
+	// (a second and more without an answer to a PING of its own on a new
+	// connection, which waits up to three turns of Redis's event loop to
+	// be accepted, read and answered, where the other process's waits one
+	// or two).
+	burstSilence = 250 * time.Millisecond
 )
 
 // burstGlobal's window outlasts the test, so that every grant of the burst
@@ -49,7 +56,9 @@ var burstGlobal = core.PerMinute(100)
 // checks that this process's overload is neither taken for a dead Redis
 // nor turns the limit off:
 //
-//   - the fallback never starts (the observer sees no change), and
+//   - the fallback never starts (the observer sees no change) while
+//     Redis answers another process's PINGs within burstSilence (on a
+//     machine whose other processes starve Redis of CPU, it may not), and
 //     requests still wait for their permits and get them (judged when
 //     Redis granted at least burstInTime requests in time);
 //   - judged by the times Redis recorded (each address's log, read while
@@ -65,7 +74,8 @@ var burstGlobal = core.PerMinute(100)
 //     served requests, and the counter agrees.
 func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteAddr string)) http.Handler) {
 	redistest.Need(t)
-	rdb := redistest.Shared(t).Client(t)
+	server := redistest.Shared(t)
+	rdb := server.Client(t)
 	refunded := &refundLog{members: map[string]int64{}}
 	rdb.AddHook(refunded)
 	for _, failure := range []Failure{FailDefault, FailOpen} {
@@ -134,6 +144,7 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 					}
 				}
 			}()
+			answers := redistest.WatchAnswers(t, server.Addr)
 			close(start)
 			wg.Wait()
 			elapsed := time.Since(begin)
@@ -149,7 +160,14 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 				obs.Count(observe.Allowed), obs.Count(observe.WaitedAllowed), obs.Count(observe.Denied),
 				obs.Count(observe.FallbackAllowed), obs.Count(observe.FallbackDenied), obs.Count(observe.Shed),
 				obs.Count(observe.ErrorServed))
-			assert.Empty(t, obs.Transitions(), "a busy process is not a dead Redis: the fallback never starts")
+			silence, err := answers.Longest()
+			require.NoError(t, err)
+			if silence < burstSilence {
+				t.Logf("Redis answered another process's PINGs within %v", silence.Round(time.Millisecond))
+				assert.Empty(t, obs.Transitions(), "a busy process is not a dead Redis: the fallback never starts")
+			} else {
+				t.Logf("the fallback's start not judged: Redis took %v to answer a PING of another process", silence.Round(time.Millisecond))
+			}
 			// A wait needs Redis's answer in time: when the process was so
 			// busy that Redis granted almost nothing in time (all but a few
 			// calls decided in memory, at the process's share), there was

@@ -90,9 +90,12 @@ var (
 
 // Main runs the tests and then stops every server they started and removes
 // their directories, so that a test run leaves nothing behind. Call it from
-// TestMain. It first removes the directories that test processes which
+// TestMain (WatchAnswers needs it). It first removes the directories that test processes which
 // ended without cleaning up (killed at a timeout, say) left.
 func Main(m *testing.M) {
+	if addr := os.Getenv(envPinger); addr != "" {
+		runPinger(addr) // this binary was run by WatchAnswers
+	}
 	removeOrphans()
 	code := m.Run()
 	StopAll()

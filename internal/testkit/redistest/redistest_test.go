@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,4 +41,30 @@ func TestNothingLeftBehind(t *testing.T) {
 	removeOrphans()
 	assert.NoDirExists(t, orphan)
 	assert.DirExists(t, alive)
+}
+
+// A Pinger counts a server's silence: the PINGs sent while it was stopped,
+// answered once it goes on, and one still unanswered when the Pinger stops.
+func TestPingerCountsASilence(t *testing.T) {
+	Need(t)
+	s, err := Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop() })
+
+	p := WatchAnswers(t, s.Addr)
+	require.NoError(t, s.Pause())
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, s.Resume())
+	time.Sleep(50 * time.Millisecond) // answered meanwhile
+	long, err := p.Longest()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, long, 200*time.Millisecond, "the PINGs sent in the 300 ms pause")
+
+	p = WatchAnswers(t, s.Addr)
+	require.NoError(t, s.Pause())
+	defer func() { require.NoError(t, s.Resume()) }()
+	time.Sleep(300 * time.Millisecond)
+	long, err = p.Longest()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, long, 200*time.Millisecond, "unanswered when the Pinger stopped, 300 ms into the pause")
 }
