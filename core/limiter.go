@@ -262,7 +262,7 @@ func (l *Limiter) TryAcquire(ctx context.Context, permits int64) (Result, error)
 	return l.acquire(ctx, permits)
 }
 
-func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
+func (l *Limiter) acquire(ctx context.Context, permits int64) (r Result, err error) {
 	if l.quota != nil {
 		return l.acquireQuota(ctx, permits)
 	}
@@ -270,35 +270,29 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 	rate := l.scriptRate()
 	var in cached
 	if dc := l.c.denials; dc != nil {
-		var r Result
 		if r, in = dc.get(l, rate, permits, sent); in == deniedCached {
 			return r, nil
 		}
 	}
+	at := sent.UnixMilli() + l.c.offset.Load() // Redis's time, as this process knows it
 	m := newMember(permits)
-	undecided := Result{Grant: Grant{member: m, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}}
-	if err := ctx.Err(); err != nil {
-		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
+	if ctx.Err() != nil {
+		return l.unanswered(in, rate, permits, m, at, -1, fmt.Errorf("not sent: %w", ctx.Err()))
 	}
 	cl, first := l.acquireCall()
-	*cl = call{ctx: ctx, l: l, s: scriptAcquire, permits: permits, member: m}
+	cl.ctx, cl.l, cl.s, cl.permits, cl.member = ctx, l, scriptAcquire, permits, m
 	wasSent, err := l.c.do(ctx, cl)
 	sendBy := cl.sendBy
-	var r Result
 	if err == nil { // cl has Redis's answer, or its round trip's failure
 		r, err = cl.res, cl.err
 		if first {
 			*cl = call{} // the limiter keeps nothing of the request
 		}
-		if errors.Is(err, ErrPermitsExceedRate) || errors.Is(err, ErrNotInitialized) || errors.Is(err, ErrInvalidConfig) {
-			return Result{}, fmt.Errorf("core: acquire: %w", err) // Redis's answer
-		}
+	} else if !wasSent {
+		sendBy = -1
 	}
 	if err != nil {
-		if wasSent {
-			undecided.Grant.state, undecided.Grant.sendBy = grantLost, sendBy
-		}
-		return l.undecided(in, rate, permits, undecided, fmt.Errorf("core: acquire: %w", err))
+		return l.unanswered(in, rate, permits, m, at, sendBy, err)
 	}
 	received := time.Now()
 	l.c.noteClock(r.at, sent, received)
@@ -312,6 +306,22 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (Result, error) {
 		l.c.denials.put(l.name, rate, permits, sent, received, r)
 	}
 	return r, nil
+}
+
+// unanswered returns the outcome of an acquire of permits at rate, with
+// log member m, which Redis did not decide (err), or refused to (its
+// answer an error): sent at Redis's time at, its round trip's deadline
+// sendBy, or -1 when it was not sent. The cache held in of the limiter
+// (see undecided).
+func (l *Limiter) unanswered(in cached, rate *rateArgs, permits int64, m member, at, sendBy int64, err error) (Result, error) {
+	if errors.Is(err, ErrPermitsExceedRate) || errors.Is(err, ErrNotInitialized) || errors.Is(err, ErrInvalidConfig) {
+		return Result{}, fmt.Errorf("core: acquire: %w", err) // Redis's answer
+	}
+	u := Result{Grant: Grant{member: m, at: at, state: grantUnsent}}
+	if sendBy >= 0 {
+		u.Grant.state, u.Grant.sendBy = grantLost, sendBy
+	}
+	return l.undecided(in, rate, permits, u, fmt.Errorf("core: acquire: %w", err))
 }
 
 // acquireCall returns the call of an acquire: the one allocated with the

@@ -119,7 +119,7 @@ func (c *config) serve(ctx context.Context, route string, set func(context.Conte
 		c.onErr(x.ctx, d.Err)
 	}
 	if d.Status != 0 {
-		return refusal(d)
+		return refusal(&d)
 	}
 	code := codes.Internal // unless the handler returns: it panicked
 	defer func() { d.Done(cmp.Or(httpStatuses[code], http.StatusInternalServerError)) }()
@@ -128,7 +128,7 @@ func (c *config) serve(ctx context.Context, route string, set func(context.Conte
 	return err
 }
 
-func refusal(d policy.Decision) error {
+func refusal(d *policy.Decision) error {
 	var problem struct{ Detail string }
 	_ = json.Unmarshal(d.Body, &problem) // the policy's own problem+json
 	s := status.New(cmp.Or(refusalCodes[d.Status], codes.Unknown), problem.Detail)

@@ -93,7 +93,8 @@ func (p *Policy) decideSlot(ctx, reqCtx context.Context, d *Decision) {
 			return
 		}
 	}
-	d.decided(r, waited)
+	d.Result = r
+	d.decided(waited)
 }
 
 // slotClaim is a concurrency limit's claim: lease on semaphore s.

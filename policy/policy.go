@@ -216,13 +216,12 @@ type Decision struct {
 // must through the request's context: the later ones that do not wait
 // decide without Redis once a round trip got no answer in time, and the
 // earlier ones give their grants back when a later one refuses.
-func (p *Policy) Decide(x Exchange) Decision {
+func (p *Policy) Decide(x Exchange) (d Decision) {
 	var start time.Time
 	if p.observer != nil {
 		start = time.Now()
 	}
 	lim := limitsOf(x)
-	var d Decision
 	p.decide(x, lim, &d)
 	p.writeHeaders(x, lim, &d, headline(lim, &d))
 	if d.Status != 0 {
@@ -244,7 +243,7 @@ const overloadRetry = 10 * time.Millisecond
 // which a gRPC server's new goroutine for each call grows anew, half as
 // large again.
 func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
-	*d = Decision{Policy: p.name, p: p, limits: lim}
+	d.Policy, d.p, d.limits = p.name, p, lim // d is zero
 	name, ok := p.limiterName(x, d)
 	if !ok {
 		return
@@ -262,26 +261,38 @@ func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 	}
 	l := p.client.Limiter(name, d.prep.limOpts...)
 	d.limiter = l
-	r, waited, err := p.acquire(ctx, l, d.cost, 0)
-	if err == nil && !r.Allowed && p.waits != nil {
+	waited, err := p.acquire(ctx, l, d.cost, 0, &d.Result)
+	if err == nil && !d.Result.Allowed && p.waits != nil {
 		var w bool
-		r, w, err = p.waits.wait(x.Context(), p, l, name, d.cost, r)
+		w, err = p.waits.wait(x.Context(), p, l, name, d.cost, &d.Result)
 		waited = waited || w
 	}
+	if err != nil {
+		p.undecided(d, l, err)
+		return
+	}
+	if p.kind == kindQuota {
+		p.fallback.quotas.note(name, d.Result, p.shares, time.Now())
+	}
+	d.decided(waited)
+}
+
+// undecided decides d, whose call on l Redis did not decide (err), its
+// result in d.Result: as the denial that the core's cache gave, if it gave
+// one, else without Redis.
+func (p *Policy) undecided(d *Decision, l *core.Limiter, err error) {
+	var c claim
 	switch {
-	case err != nil && r.Cached:
-		p.stillDenied(d, r, err)
-		return
-	case err != nil && p.kind == kindQuota:
-		p.withoutRedis(d, quotaClaim{l, r}, err)
-		return
-	case err != nil:
-		p.withoutRedis(d, rateClaim{l, r.Grant}, err)
+	case d.Result.Cached:
+		p.stillDenied(d, err)
 		return
 	case p.kind == kindQuota:
-		p.fallback.quotas.note(name, r, p.shares, time.Now())
+		c = quotaClaim{l, d.Result}
+	default:
+		c = rateClaim{l, d.Result.Grant}
 	}
-	d.decided(r, waited)
+	d.Result = core.Result{}
+	p.withoutRedis(d, c, err)
 }
 
 // callContext returns the context of the round trip that decides the
@@ -307,14 +318,13 @@ func (p *Policy) callContext(ctx context.Context, lim *reqlimits.Limits) (contex
 
 func noCancel() {}
 
-// decided makes d the decision of Redis's answer r, which the request
-// waited for or not.
-func (d *Decision) decided(r core.Result, waited bool) {
-	d.Result = r
+// decided makes d the decision of Redis's answer, d.Result, which the
+// request waited for or not.
+func (d *Decision) decided(waited bool) {
 	switch {
-	case r.Allowed && waited:
+	case d.Result.Allowed && waited:
 		d.Outcome = observe.WaitedAllowed
-	case r.Allowed:
+	case d.Result.Allowed:
 		d.Outcome = observe.Allowed
 	case d.p.dryRun:
 		d.Outcome = observe.DryRunDenied
@@ -323,28 +333,27 @@ func (d *Decision) decided(r core.Result, waited bool) {
 	}
 }
 
-// acquire takes cost permits from l, within maxWait (0: no wait), and
-// reports whether it asked more than once. A call this process was too
+// acquire takes cost permits from l, within maxWait (0: no wait), into r,
+// and reports whether it asked more than once. A call this process was too
 // busy for (not sent, or answered too late: busy) is asked again in wait
 // mode, within the wait, after overloadRetry and then twice as long each
 // time, up to a second, so that a process too busy for its calls does not
 // add more; a late grant of such a call is given back (core.Limiter.Refund
 // waits until its script, should it run late, has run).
-func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWait time.Duration) (core.Result, bool, error) {
+func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWait time.Duration, r *core.Result) (bool, error) {
 	var start time.Time // read only by a call that waits or asks again
 	if maxWait > 0 || p.waits != nil {
 		start = time.Now()
 	}
 	for tries := 0; ; tries++ {
-		var r core.Result
 		var err error
 		if maxWait > 0 {
-			r, err = l.TryAcquireWithin(ctx, cost, maxWait-time.Since(start))
+			*r, err = l.TryAcquireWithin(ctx, cost, maxWait-time.Since(start))
 		} else {
-			r, err = l.TryAcquire(ctx, cost)
+			*r, err = l.TryAcquire(ctx, cost)
 		}
 		if !busy(err) || p.waits == nil || time.Since(start)+overloadRetry >= p.waits.maxWait {
-			return r, tries > 0, err
+			return tries > 0, err
 		}
 		if lost(err) {
 			_, _ = l.Refund(ctx, r.Grant)
@@ -352,7 +361,7 @@ func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWa
 		select {
 		case <-time.After(min(overloadRetry<<min(tries, 7), time.Second)):
 		case <-ctx.Done():
-			return r, tries > 0, err
+			return tries > 0, err
 		}
 	}
 }
@@ -487,17 +496,17 @@ func (c rateClaim) local(d *Decision) core.Result {
 
 func (c rateClaim) undo(ctx context.Context) { _, _ = c.l.Refund(ctx, c.g) }
 
-// stillDenied makes d the denial r that Redis made of the request's client
-// before, which the core's denial cache gave for a call that Redis did not
-// answer (err): the client stays denied until its retry time, whatever the
-// failure mode, and the request's later limits have what is left of this
-// one's time, as after any call that got no answer in time.
-func (p *Policy) stillDenied(d *Decision, r core.Result, err error) {
+// stillDenied makes d the denial in d.Result that Redis made of the
+// request's client before, which the core's denial cache gave for a call
+// that Redis did not answer (err): the client stays denied until its retry
+// time, whatever the failure mode, and the request's later limits have what
+// is left of this one's time, as after any call that got no answer in time.
+func (p *Policy) stillDenied(d *Decision, err error) {
 	p.noteRedisErr(d, err)
 	if errors.Is(err, core.ErrUnavailable) && p.failure == failLocal {
 		p.fallback.failed(p, err)
 	}
-	d.decided(r, false)
+	d.decided(false)
 }
 
 // noteRedisErr notes err, of a call that Redis did not decide, in d: when

@@ -28,11 +28,12 @@ func newWaits(maxWait time.Duration, maxWaiters, perKey int) *waits {
 	return &waits{maxWait: maxWait, slots: make(chan struct{}, maxWaiters), perKey: perKey, keys: map[string][]chan struct{}{}}
 }
 
-// wait waits for permits on l, whose denial was r, and returns the new
-// result, and whether the request waited. It returns r at once when the
-// request cannot get the permits in time, and an error when Redis did not
-// decide, with the result of the failed call.
-func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string, cost int64, r core.Result) (core.Result, bool, error) {
+// wait waits for permits on l, whose denial is in r, puts the new result
+// in r, and returns whether the request waited. It leaves the denial at
+// once when the request cannot get the permits in time, and returns an
+// error when Redis did not decide, with the result of the failed call.
+func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string, cost int64, r *core.Result) (bool, error) {
+	denial := *r
 	// The waiters ahead take the next permits: each needs about its cost's
 	// share of the interval.
 	fits := func(ahead int, left time.Duration) bool {
@@ -40,27 +41,28 @@ func (w *waits) wait(ctx context.Context, p *Policy, l *core.Limiter, key string
 			// No pace to divide the period by: every permit comes back at
 			// the boundary, RetryAfter away, and the waiters ahead take
 			// theirs first.
-			return r.RetryAfter <= left && int64(ahead+1)*cost <= r.Rate.Permits
+			return denial.RetryAfter <= left && int64(ahead+1)*cost <= denial.Rate.Permits
 		}
-		est := r.RetryAfter + time.Duration(ahead)*perPermit(r.Rate, cost)
-		return r.RetryAfter <= left && est <= left
+		est := denial.RetryAfter + time.Duration(ahead)*perPermit(denial.Rate, cost)
+		return denial.RetryAfter <= left && est <= left
 	}
 	left, leave, ok := w.turn(ctx, key, fits)
 	if !ok {
-		return r, false, nil
+		return false, nil
 	}
 	defer leave()
-	got, _, err := p.acquire(ctx, l, cost, left)
+	_, err := p.acquire(ctx, l, cost, left, r)
 	switch {
 	case err == nil:
-		return got, got.Allowed, nil
+		return r.Allowed, nil
 	case ctx.Err() != nil:
 		// The client went away: keep the denial, and give back what the
 		// call asked, which Redis may have granted.
-		_, _ = l.Refund(context.WithoutCancel(ctx), got.Grant)
-		return r, false, nil
+		_, _ = l.Refund(context.WithoutCancel(ctx), r.Grant)
+		*r = denial
+		return false, nil
 	}
-	return got, false, err // got.Grant: what a local grant records
+	return false, err // r.Grant: what a local grant records
 }
 
 // waitSlot waits for cost slots of s, whose refusal was r, and returns
