@@ -120,8 +120,8 @@ func (l *Limiter) quotaCall(ctx context.Context, what string, args ...any) (quot
 	now := r.at.UnixMilli() + l.c.offset.Load()
 	for try := 0; ; try++ {
 		r.start, r.end = cq.bounds(now)
-		cl, first := l.acquireCall()
-		*cl = call{ctx: ctx, l: l, s: scriptQuota, args: append([]any{cq.limit, what, r.start, r.end}, args...)}
+		cl, first := l.acquireCall() // zero
+		cl.ctx, cl.l, cl.s, cl.args = ctx, l, scriptQuota, append([]any{cq.limit, what, r.start, r.end}, args...)
 		if try > 0 {
 			r.at = time.Now()
 		}
@@ -166,38 +166,33 @@ func quotaStatus(l *Limiter, v []int64) error {
 
 // acquireQuota takes permits from the current period, if the quota has
 // them (see TryAcquire).
-func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, error) {
+func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (r Result, err error) {
 	cq := l.quota
 	sent := time.Now()
 	var in cached
 	if dc := l.c.denials; dc != nil {
-		var r Result
 		if r, in = dc.get(l, &cq.id, permits, sent); in == deniedCached {
 			return r, nil
 		}
 	}
+	at := sent.UnixMilli() + l.c.offset.Load() // Redis's time, as this process knows it
 	member := newQuotaMember(permits)
-	undecided := l.undecidedQuota(sent)
-	undecided.Grant = Grant{member: member, at: sent.UnixMilli() + l.c.offset.Load(), state: grantUnsent}
-	if err := ctx.Err(); err != nil {
-		return l.undecided(in, &cq.id, permits, undecided, fmt.Errorf("core: acquire: not sent: %w", err))
+	if ctx.Err() != nil {
+		return l.unansweredQuota(in, permits, sent, member, at, -1, fmt.Errorf("not sent: %w", ctx.Err()))
 	}
 	q, err := l.quotaCall(ctx, "acquire", permits, &member)
 	if err == nil && len(q.v) < 5 {
 		err = errShortReply
 	}
 	if err != nil {
-		if errors.Is(err, ErrInvalidConfig) {
-			return l.undecidedQuota(sent), fmt.Errorf("core: acquire: %w", err) // Redis's answer: no grant
+		if !q.sent {
+			q.sendBy = -1
 		}
-		if q.sent {
-			undecided.Grant.state, undecided.Grant.sendBy = grantLost, q.sendBy
-		}
-		return l.undecided(in, &cq.id, permits, undecided, fmt.Errorf("core: acquire: %w", err))
+		return l.unansweredQuota(in, permits, sent, member, at, q.sendBy, err)
 	}
 	received := time.Now()
 	l.c.noteClock(q.v[1], q.at, received)
-	r := Result{
+	r = Result{
 		Allowed:    q.v[2] == 1,
 		Remaining:  q.v[3],
 		ResetAfter: time.Duration(q.v[4]) * time.Millisecond,
@@ -216,6 +211,19 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (Result, erro
 		}
 	}
 	return r, nil
+}
+
+// unansweredQuota is unanswered for a quota's acquire, sent at sent.
+func (l *Limiter) unansweredQuota(in cached, permits int64, sent time.Time, m member, at, sendBy int64, err error) (Result, error) {
+	if errors.Is(err, ErrInvalidConfig) {
+		return l.undecidedQuota(sent), fmt.Errorf("core: acquire: %w", err) // Redis's answer: no grant
+	}
+	u := l.undecidedQuota(sent)
+	u.Grant = Grant{member: m, at: at, state: grantUnsent}
+	if sendBy >= 0 {
+		u.Grant.state, u.Grant.sendBy = grantLost, sendBy
+	}
+	return l.undecided(in, &l.quota.id, permits, u, fmt.Errorf("core: acquire: %w", err))
 }
 
 // undecidedQuota returns the Result of an acquire sent at sent that Redis
