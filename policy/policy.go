@@ -237,11 +237,12 @@ func (p *Policy) Decide(x Exchange) (d Decision) {
 // when its call was busy (see acquire).
 const overloadRetry = 10 * time.Millisecond
 
-// decide makes d p's decision of the request x, whose limits are lim. It
-// fills in d in place (as decideSlot, withoutRedis and local do): a
-// Decision passed by value at each step made the decision's stack frames,
-// which a gRPC server's new goroutine for each call grows anew, half as
-// large again.
+// decide makes d, zero, p's decision of the request x, whose limits are
+// lim. It fills in d in place, the limiter's answer (d.Result) included (as
+// decideSlot, withoutRedis and local do): a Decision or a Result passed by
+// value at each step made the decision's stack frames larger than the
+// first stack of a gRPC server's goroutine, new for each call, which the
+// runtime then copied to one twice as large.
 func (p *Policy) decide(x Exchange, lim *reqlimits.Limits, d *Decision) {
 	d.Policy, d.p, d.limits = p.name, p, lim // d is zero
 	name, ok := p.limiterName(x, d)
