@@ -257,13 +257,52 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redistest: %s on port %d exited at start: %s", ServerBinary(), s.Port, s.logTail())
 		default:
 		}
-		if ping(s.Addr) == nil {
-			return nil
+		if pid, err := serverPID(s.Addr); err == nil {
+			if pid == cmd.Process.Pid {
+				return nil
+			}
+			// Another test process's server took the port between the
+			// check and the start: this one cannot bind it.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			return fmt.Errorf("redistest: port %d is taken by the server of process %d", s.Port, pid)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	return fmt.Errorf("redistest: %s on port %d not ready: %s", ServerBinary(), s.Port, s.logTail())
+}
+
+// serverPID returns the process id of the server at addr, read with a raw
+// INFO, not through go-redis, whose dial retries back off: the launch of a
+// server is over when the server that answers on its port is its own.
+func serverPID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if !strings.HasPrefix(head, "$") {
+		return 0, errors.New(strings.TrimSpace(head))
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
 }
 
 // ping sends a raw PING, not through go-redis, whose dial retries back off.

@@ -68,3 +68,19 @@ func TestPingerCountsASilence(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, long, 200*time.Millisecond, "unanswered when the Pinger stopped, 300 ms into the pause")
 }
+
+// A server started on a port that another server holds fails to start,
+// however fast that other server answers: a test never takes another
+// process's server for its own.
+func TestAPortTakenIsNotTakenOver(t *testing.T) {
+	Need(t)
+	s, err := Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop() })
+	_, err = startOn(s.Port, false, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "taken by the server of process")
+	pid, err := serverPID(s.Addr)
+	require.NoError(t, err)
+	assert.Equal(t, s.cmd.Process.Pid, pid, "the first server serves on")
+}
