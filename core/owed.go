@@ -399,14 +399,16 @@ func (q *ledger) write() {
 			width  = make(chan struct{}, flushWidth)
 		)
 		for _, key := range keys {
-			if failed.Load() {
-				break // Redis fails, or this process is too busy: try later
+			width <- struct{}{} // first: the check below then sees every payment that gave its slot back
+			if failed.Load() || closed.Load() {
+				<-width
+				break // Redis fails, or this process is too busy: try later; or all is dropped
 			}
 			p := q.due(key, now)
 			if p == nil {
+				<-width
 				continue // nothing due, or paid by a call meanwhile
 			}
-			width <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-width }()
 				ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,4 +97,34 @@ func TestAGrantsOpsGoInTheirOrder(t *testing.T) {
 	q.owe(l, &op{member: settledMember(om, 2), old: other, at: now, due: now})
 	assert.Nil(t, q.due(l.name, now), "a grant's op waits behind its earlier one not yet due")
 	assert.Len(t, members(q.due(l.name, now+5000)), 2)
+}
+
+// Once its go-redis client is closed, a Client drops what it owes at the
+// first payment that finds it closed: it does not go on building a
+// payment for every limiter that owes, none of which can be made.
+func TestAClosedClientDropsWhatItOwesAtOnce(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	var trips atomic.Int64
+	c, err := New(rdb, WithRoundTripHook(func(ctx context.Context, _ []context.Context) (context.Context, func(error)) {
+		trips.Add(1)
+		return ctx, func(error) {}
+	}))
+	require.NoError(t, err)
+	require.NoError(t, rdb.Close())
+	q := &c.owed
+	now := time.Now().UnixMilli()
+	const owing = 1000
+	q.mu.Lock()
+	q.writing = true // the writer starts once all is owed
+	q.mu.Unlock()
+	for i := range owing {
+		m := newMember(1)
+		q.owe(c.Limiter("l"+strconv.Itoa(i), WithRate(PerMinute(10))), &op{member: m.String(), at: now, due: now})
+	}
+	q.mu.Lock()
+	q.writing = false
+	q.grew(0)
+	q.mu.Unlock()
+	require.Eventually(t, func() bool { return q.n.Load() == 0 }, 10*time.Second, 10*time.Millisecond, "all dropped")
+	assert.LessOrEqual(t, trips.Load(), int64(flushWidth), "payments tried after the first that found the client closed: at most those under way")
 }
