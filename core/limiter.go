@@ -276,8 +276,8 @@ func (l *Limiter) acquire(ctx context.Context, permits int64) (r Result, err err
 	}
 	at := sent.UnixMilli() + l.c.offset.Load() // Redis's time, as this process knows it
 	m := newMember(permits)
-	if ctx.Err() != nil {
-		return l.unanswered(in, rate, permits, m, at, -1, fmt.Errorf("not sent: %w", ctx.Err()))
+	if err := ctx.Err(); err != nil {
+		return l.unanswered(in, rate, permits, m, at, -1, fmt.Errorf("not sent: %w", err))
 	}
 	cl, first := l.acquireCall()
 	cl.ctx, cl.l, cl.s, cl.permits, cl.member = ctx, l, scriptAcquire, permits, m

@@ -177,8 +177,8 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (r Result, er
 	}
 	at := sent.UnixMilli() + l.c.offset.Load() // Redis's time, as this process knows it
 	member := newQuotaMember(permits)
-	if ctx.Err() != nil {
-		return l.unansweredQuota(in, permits, sent, member, at, -1, fmt.Errorf("not sent: %w", ctx.Err()))
+	if err := ctx.Err(); err != nil {
+		return l.unansweredQuota(in, permits, member, at, -1, fmt.Errorf("not sent: %w", err))
 	}
 	q, err := l.quotaCall(ctx, "acquire", permits, &member)
 	if err == nil && len(q.v) < 5 {
@@ -188,7 +188,7 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (r Result, er
 		if !q.sent {
 			q.sendBy = -1
 		}
-		return l.unansweredQuota(in, permits, sent, member, at, q.sendBy, err)
+		return l.unansweredQuota(in, permits, member, at, q.sendBy, err)
 	}
 	received := time.Now()
 	l.c.noteClock(q.v[1], q.at, received)
@@ -213,12 +213,12 @@ func (l *Limiter) acquireQuota(ctx context.Context, permits int64) (r Result, er
 	return r, nil
 }
 
-// unansweredQuota is unanswered for a quota's acquire, sent at sent.
-func (l *Limiter) unansweredQuota(in cached, permits int64, sent time.Time, m member, at, sendBy int64, err error) (Result, error) {
+// unansweredQuota is unanswered for a quota's acquire.
+func (l *Limiter) unansweredQuota(in cached, permits int64, m member, at, sendBy int64, err error) (Result, error) {
 	if errors.Is(err, ErrInvalidConfig) {
-		return l.undecidedQuota(sent), fmt.Errorf("core: acquire: %w", err) // Redis's answer: no grant
+		return l.undecidedQuota(at), fmt.Errorf("core: acquire: %w", err) // Redis's answer: no grant
 	}
-	u := l.undecidedQuota(sent)
+	u := l.undecidedQuota(at)
 	u.Grant = Grant{member: m, at: at, state: grantUnsent}
 	if sendBy >= 0 {
 		u.Grant.state, u.Grant.sendBy = grantLost, sendBy
@@ -226,12 +226,11 @@ func (l *Limiter) unansweredQuota(in cached, permits int64, sent time.Time, m me
 	return l.undecided(in, &l.quota.id, permits, u, fmt.Errorf("core: acquire: %w", err))
 }
 
-// undecidedQuota returns the Result of an acquire sent at sent that Redis
-// did not decide: no grant, but the quota's Rate and, in ResetAfter, the
-// time until the current period ends, both by the local clock turned into
-// Redis's (see TryAcquire), for a caller that decides by other means.
-func (l *Limiter) undecidedQuota(sent time.Time) Result {
-	now := sent.UnixMilli() + l.c.offset.Load()
+// undecidedQuota returns the Result of an acquire sent at now (unix ms, by
+// the local clock turned into Redis's: see TryAcquire) that Redis did not
+// decide: no grant, but the quota's Rate and, in ResetAfter, the time until
+// the current period ends, for a caller that decides by other means.
+func (l *Limiter) undecidedQuota(now int64) Result {
 	start, end := l.quota.bounds(now)
 	return Result{
 		ResetAfter: time.Duration(end-now) * time.Millisecond,
