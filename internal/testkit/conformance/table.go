@@ -1004,7 +1004,8 @@ type Recorder struct {
 	mu          sync.Mutex
 	decisions   []observe.Decision
 	transitions []bool
-	held        int64 // the slots held now, as Held reports them
+	starts      []time.Time // when each start of the fallback was reported
+	held        int64       // the slots held now, as Held reports them
 }
 
 func (r *Recorder) Decision(_ context.Context, d observe.Decision) {
@@ -1016,6 +1017,9 @@ func (r *Recorder) Decision(_ context.Context, d observe.Decision) {
 func (r *Recorder) Fallback(_ string, active bool) {
 	r.mu.Lock()
 	r.transitions = append(r.transitions, active)
+	if active {
+		r.starts = append(r.starts, time.Now())
+	}
 	r.mu.Unlock()
 }
 
@@ -1060,6 +1064,13 @@ func (r *Recorder) Transitions() []bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]bool(nil), r.transitions...)
+}
+
+// Starts returns when the fallback's starts were reported, in order.
+func (r *Recorder) Starts() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.starts...)
 }
 
 // fill writes n grants of one permit, made within the last second, into the

@@ -38,7 +38,10 @@ const EnvRequire = "REDLIMIT_REQUIRE_REDIS"
 
 // EnvServer names the variable that gives the server binary the tests
 // start (a path, or a name looked up on PATH); redis-server when it is
-// unset or empty. Sentinels are this binary run with --sentinel.
+// unset or empty. Sentinels are this binary run with --sentinel. It must be
+// the server itself, not a wrapper that starts it in another process: a
+// server's start is over when the server answering on its port has the
+// process id of the one started.
 const EnvServer = "REDLIMIT_REDIS_SERVER"
 
 // EnvCLI names the variable that gives the command-line client the harness
@@ -89,8 +92,8 @@ var (
 )
 
 // Main runs the tests and then stops every server they started and removes
-// their directories, so that a test run leaves nothing behind. Call it from
-// TestMain (WatchAnswers needs it). It first removes the directories that test processes which
+// their directories, so that a test run leaves nothing behind. Call it
+// from TestMain (WatchAnswers needs it). It first removes the directories that test processes which
 // ended without cleaning up (killed at a timeout, say) left.
 func Main(m *testing.M) {
 	if addr := os.Getenv(envPinger); addr != "" {
@@ -247,9 +250,11 @@ func (s *Server) launch() error {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
+	fail := func(err error) error {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return err
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -258,19 +263,19 @@ func (s *Server) launch() error {
 		default:
 		}
 		if pid, err := serverPID(s.Addr); err == nil {
-			if pid == cmd.Process.Pid {
-				return nil
+			if pid != cmd.Process.Pid {
+				// Another test process's server took the port between
+				// the check and the start: this one cannot bind it.
+				return fail(fmt.Errorf("redistest: port %d is taken by the server of process %d", s.Port, pid))
 			}
-			// Another test process's server took the port between the
-			// check and the start: this one cannot bind it.
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-			return fmt.Errorf("redistest: port %d is taken by the server of process %d", s.Port, pid)
+			s.mu.Lock()
+			s.cmd, s.done = cmd, done
+			s.mu.Unlock()
+			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	return fmt.Errorf("redistest: %s on port %d not ready: %s", ServerBinary(), s.Port, s.logTail())
+	return fail(fmt.Errorf("redistest: %s on port %d not ready: %s", ServerBinary(), s.Port, s.logTail()))
 }
 
 // serverPID returns the process id of the server at addr, read with a raw
@@ -303,27 +308,6 @@ func serverPID(addr string) (int, error) {
 			return strconv.Atoi(strings.TrimSpace(v))
 		}
 	}
-}
-
-// ping sends a raw PING, not through go-redis, whose dial retries back off.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return errors.New(strings.TrimSpace(line))
-	}
-	return nil
 }
 
 // Stop kills the server (like a crash: no save) and waits for it to exit.

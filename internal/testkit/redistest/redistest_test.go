@@ -3,6 +3,7 @@ package redistest
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ func TestNothingLeftBehind(t *testing.T) {
 	for range 2 {
 		s, err := Start()
 		require.NoError(t, err)
-		require.NoError(t, ping(s.Addr))
+		_, err = serverPID(s.Addr)
+		require.NoError(t, err)
 		dirs = append(dirs, s.Dir)
 	}
 	StopAll()
@@ -43,31 +45,70 @@ func TestNothingLeftBehind(t *testing.T) {
 	assert.DirExists(t, alive)
 }
 
-// A Pinger counts a server's silence: the PINGs sent while it was stopped,
-// answered once it goes on, and one still unanswered when the Pinger stops.
+// A Pinger reports a server's silence, with its times: the PINGs sent
+// while it was stopped, answered once it goes on, and one still unanswered
+// when the Pinger stops.
 func TestPingerCountsASilence(t *testing.T) {
 	Need(t)
 	s, err := Start()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
+	longest := func(ss []Silence) (l Silence) {
+		for _, s := range ss {
+			if s.To.Sub(s.From) > l.To.Sub(l.From) {
+				l = s
+			}
+		}
+		return l
+	}
 
 	p := WatchAnswers(t, s.Addr)
+	paused := time.Now()
 	require.NoError(t, s.Pause())
 	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, s.Resume())
+	resumed := time.Now()
 	time.Sleep(50 * time.Millisecond) // answered meanwhile
-	long, err := p.Longest()
+	ss, err := p.Silences()
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, long, 200*time.Millisecond, "the PINGs sent in the 300 ms pause")
+	l := longest(ss)
+	assert.GreaterOrEqual(t, l.To.Sub(l.From), 200*time.Millisecond, "the PINGs sent in the 300 ms pause: %v", ss)
+	assert.False(t, l.From.Before(paused.Add(-pingEvery-silenceAtLeast)), "began with the pause")
+	assert.False(t, l.To.Before(resumed), "ended once it was over")
 
 	p = WatchAnswers(t, s.Addr)
 	require.NoError(t, s.Pause())
 	defer func() { require.NoError(t, s.Resume()) }()
 	time.Sleep(300 * time.Millisecond)
-	long, err = p.Longest()
+	ss, err = p.Silences()
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, long, 200*time.Millisecond, "unanswered when the Pinger stopped, 300 ms into the pause")
+	l = longest(ss)
+	assert.GreaterOrEqual(t, l.To.Sub(l.From), 200*time.Millisecond, "unanswered when the Pinger stopped, 300 ms into the pause: %v", ss)
 }
+
+// A Pinger of a server that does not answer fails to start: it does not
+// hang.
+func TestPingerOfNoServerFails(t *testing.T) {
+	Need(t)
+	port, err := freePort()
+	require.NoError(t, err)
+	ft := &fatalT{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WatchAnswers(ft, "127.0.0.1:"+strconv.Itoa(port))
+	}()
+	<-done
+	assert.True(t, ft.failed, "a pinger of no server ends the test")
+}
+
+// fatalT records a Fatalf instead of ending the test.
+type fatalT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fatalT) Fatalf(string, ...any) { f.failed = true; runtime.Goexit() }
 
 // A server started on a port that another server holds fails to start,
 // however fast that other server answers: a test never takes another
@@ -78,8 +119,7 @@ func TestAPortTakenIsNotTakenOver(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop() })
 	_, err = startOn(s.Port, false, nil)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "taken by the server of process")
+	require.Error(t, err, "taken by the first server (or exited, unable to bind, before the start looked)")
 	pid, err := serverPID(s.Addr)
 	require.NoError(t, err)
 	assert.Equal(t, s.cmd.Process.Pid, pid, "the first server serves on")
