@@ -131,7 +131,7 @@ func runPinger(addr string) {
 	}
 	r := bufio.NewReader(conn)
 	_ = conn.SetDeadline(time.Now().Add(pingerStart))
-	if _, err := conn.Write([]byte("PING\r\n")); err == nil {
+	if _, err = conn.Write([]byte("PING\r\n")); err == nil {
 		_, err = r.ReadString('\n')
 	}
 	if err != nil {
