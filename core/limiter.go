@@ -324,8 +324,8 @@ func (l *Limiter) unanswered(in cached, rate *rateArgs, permits int64, m member,
 	return l.undecided(in, rate, permits, u, fmt.Errorf("core: acquire: %w", err))
 }
 
-// acquireCall returns the call of an acquire: the one allocated with the
-// limiter, for its first (then first is true; the caller clears it once
+// acquireCall returns the call of an acquire, zero: the one allocated with
+// the limiter, for its first (then first is true; the caller clears it once
 // answered, as the limiter may outlive the request), else a new one.
 func (l *Limiter) acquireCall() (cl *call, first bool) {
 	if l.first.Load() != nil {

@@ -120,7 +120,7 @@ func (l *Limiter) quotaCall(ctx context.Context, what string, args ...any) (quot
 	now := r.at.UnixMilli() + l.c.offset.Load()
 	for try := 0; ; try++ {
 		r.start, r.end = cq.bounds(now)
-		cl, first := l.acquireCall() // zero
+		cl, first := l.acquireCall()
 		cl.ctx, cl.l, cl.s, cl.args = ctx, l, scriptQuota, append([]any{cq.limit, what, r.start, r.end}, args...)
 		if try > 0 {
 			r.at = time.Now()
