@@ -40,9 +40,9 @@ const (
 	// connection, which waits up to three turns of Redis's event loop to
 	// be accepted, read and answered, where the other process's waits one).
 	burstSilence = 350 * time.Millisecond
-	// burstOutageLag is how long after the start of a silence of Redis the
-	// core may start an outage: its round trip waits a second past its
-	// deadline, then its PING another.
+	// burstOutageLag is how long after a silence of Redis ends the core may
+	// still start the outage that the silence began: its round trip waits
+	// a second past its deadline, then its PING another.
 	burstOutageLag = 2 * time.Second
 )
 
