@@ -183,6 +183,10 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 						at.Format(time.TimeOnly+".000"), silences)
 				}
 			}
+			if t.Failed() {
+				failures := obs.Failures()
+				t.Logf("why Redis did not decide (%d kinds): %v", len(failures), failures[:min(len(failures), 10)])
+			}
 			// A wait needs Redis's answer in time: when the process was so
 			// busy that Redis granted almost nothing in time (all but a few
 			// calls decided in memory, at the process's share), there was

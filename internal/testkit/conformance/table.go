@@ -1073,6 +1073,29 @@ func (r *Recorder) Starts() []time.Time {
 	return append([]time.Time(nil), r.starts...)
 }
 
+// Failures returns the distinct errors of the decisions that Redis could
+// not make, with how many decisions got each, in the order first seen.
+func (r *Recorder) Failures() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	seen := map[string]int{}
+	for _, d := range r.decisions {
+		if !d.RedisFailed || d.Err == nil {
+			continue
+		}
+		msg := d.Err.Error()
+		if _, ok := seen[msg]; !ok {
+			out = append(out, msg)
+		}
+		seen[msg]++
+	}
+	for i, msg := range out {
+		out[i] = fmt.Sprintf("%dx %s", seen[msg], msg)
+	}
+	return out
+}
+
 // fill writes n grants of one permit, made within the last second, into the
 // log key.
 func fill(t *testing.T, rdb redis.UniversalClient, key string, n int) {
