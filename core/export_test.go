@@ -199,8 +199,9 @@ func SetClockOffset(c *Client, ms int64) { c.offset.Store(ms) }
 func GrantMember(g Grant) string { return g.member.String() }
 
 // Pings is the PING on a connection of its own that tells a Redis that
-// fails from a process too busy to hear it (see batcher.answers).
-func Pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool {
+// fails from a process too busy to hear it (see batcher.silence): nil, or
+// why the server is taken for failing.
+func Pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) error {
 	return pings(ctx, dial)
 }
 

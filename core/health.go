@@ -102,7 +102,7 @@ func (n *node) admit() error {
 // dial (see deadDial), only makes the next ones wait longer (on a runner,
 // graced), to tell a failing Redis from a busy process; one that got none
 // in that time either counts only if Redis answers nothing else (see
-// answers). A call that failed with Redis gets the Outage's error.
+// silence). A call that failed with Redis gets the Outage's error.
 func (b *batcher) report(err error, start time.Time, calls []*call, graced bool) {
 	n := b.node.Load()
 	now := time.Now()
@@ -139,9 +139,17 @@ func (b *batcher) report(err error, start time.Time, calls []*call, graced bool)
 			err = fmt.Errorf("%w: %w", err, dialErr)
 			break
 		}
-		if !graced || !n.failing.Load() && b.answers(start, calls[0].l) {
+		if !graced {
 			n.suspect.Store(true)
 			return
+		}
+		if !n.failing.Load() {
+			silence := b.silence(start, calls[0].l)
+			if silence == nil {
+				n.suspect.Store(true)
+				return
+			}
+			err = fmt.Errorf("%w, and %w", err, silence)
 		}
 	}
 	e := n.fail(err, calls[0].l, now)
@@ -223,52 +231,65 @@ func (n *node) probe(key string, o *Outage) {
 	}
 }
 
-// answers reports whether Redis answered a round trip ended after start,
-// or answers a PING on a connection of its own now, within roundTripGrace:
-// a round trip that waited past its grace may have been this process's,
-// starved of CPU or waiting for a connection of the go-redis pool, and not
-// Redis's. The PING waits in no pool, and a reply that came in time counts
-// however late this process reads it; an error counts too (a server that
-// wants AUTH answers all the same). Where the go-redis client has no
-// server of its own to dial (a Ring), a read of l's key stands in.
-func (b *batcher) answers(start time.Time, l *Limiter) bool {
+// silence returns nil when Redis answered a round trip ended after start,
+// or answers a PING on a connection of its own now, within roundTripGrace;
+// else why Redis is taken for failing. A round trip that waited past its
+// grace may have been this process's, starved of CPU or waiting for a
+// connection of the go-redis pool, and not Redis's. The PING waits in no
+// pool, and a reply that came in time counts however late this process
+// reads it; an error reply counts too (a server that wants AUTH answers
+// all the same). Where the go-redis client has no server of its own to
+// dial (a Ring), a read of l's key stands in.
+func (b *batcher) silence(start time.Time, l *Limiter) error {
 	n := b.node.Load()
 	if n.lastOK.Load() > start.UnixNano() {
-		return true
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), roundTripGrace)
 	defer cancel()
-	var ok bool
+	var err error
 	if dial := b.c.dialerOf(ctx, l); dial != nil {
-		ok = pings(ctx, dial)
-	} else {
-		ok = b.c.rdb.Exists(ctx, l.keys[0]).Err() == nil
+		err = pings(ctx, dial)
+	} else if err = b.c.rdb.Exists(ctx, l.keys[0]).Err(); err != nil {
+		err = fmt.Errorf("a read of %q: %w", l.keys[0], err)
 	}
-	return ok || n.lastOK.Load() > start.UnixNano()
+	if n.lastOK.Load() > start.UnixNano() {
+		return nil
+	}
+	return err
 }
 
-// pings reports whether the server that dial reaches answers a PING on a
-// new connection within roundTripGrace of sending it, or whether this
-// process could not tell: a dial or a read that timed out when this
-// goroutine woke well after its deadline says only that the process was
-// starved (a server that does not read still has its connections
-// accepted).
-func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bool {
+// pings returns nil when the server that dial reaches answers a PING on a
+// new connection within roundTripGrace of sending it, or when this process
+// cannot tell; else why the server is taken for failing. A dial or a read
+// that timed out tells nothing when this process was starved: when this
+// goroutine woke well after its deadline, or, for a dial, when the network
+// poller's goroutines run late (see prompt): a dial whose connection was
+// made fails all the same when its goroutine runs after its context's
+// deadline. A server that does not read still has its connections
+// accepted.
+func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) error {
 	asked := time.Now()
 	conn, err := dial(ctx)
 	if err != nil {
-		return slowDial(err) && time.Since(asked) > roundTripGrace+lateWake
+		if slowDial(err) && (time.Since(asked) > roundTripGrace+lateWake || !prompt()) {
+			return nil
+		}
+		return fmt.Errorf("a dial for a PING: %w", err)
 	}
 	defer conn.Close()
 	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return false
+		return fmt.Errorf("a PING: %w", err)
 	}
 	deadline := time.Now().Add(roundTripGrace)
 	_ = conn.SetReadDeadline(deadline)
 	var buf [64]byte
 	n, err := conn.Read(buf[:])
-	if n > 0 || !timedOut(err) {
-		return n > 0
+	switch {
+	case n > 0:
+		return nil
+	case !timedOut(err):
+		return fmt.Errorf("a PING: %w", err)
 	}
 	// The deadline woke this goroutine; a reply that came before it may
 	// wait in the socket still, unread: read it (a goroutine starved
@@ -280,7 +301,32 @@ func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) bo
 	n, err = conn.Read(buf[:])
 	// No reply: Redis's failure only if this goroutine woke in time, else
 	// this process was starved and cannot tell.
-	return n > 0 || timedOut(err) && (late || time.Since(again) > lateWake)
+	if n > 0 || !timedOut(err) || late || time.Since(again) > lateWake {
+		return nil
+	}
+	return fmt.Errorf("no answer to a PING on a new connection within %v", roundTripGrace)
+}
+
+// prompt reports whether a goroutine of this process that the network
+// poller readies runs within lateWake: a datagram this process sends
+// itself is read in that time. In a process starved of CPU, such a
+// goroutine waits behind every runnable one, while one that a timer wakes
+// runs at once: a dial then times out although its connection was made.
+func prompt() bool {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return true // no loopback to tell by: the dial's time alone does
+	}
+	defer c.Close()
+	start := time.Now()
+	send := time.AfterFunc(time.Millisecond, func() { _, _ = c.WriteTo([]byte{0}, c.LocalAddr()) })
+	defer send.Stop()
+	_ = c.SetReadDeadline(start.Add(lateWake))
+	var b [1]byte
+	_, _, err = c.ReadFrom(b[:])
+	// Read in time, and not by a goroutine that ran late itself (it
+	// finds the datagram waiting).
+	return err == nil && time.Since(start) < lateWake
 }
 
 // timedOut reports whether err is a network timeout.
@@ -334,11 +380,16 @@ var refusals = []string{"READONLY", "LOADING", "MASTERDOWN", "BUSY", "NOAUTH", "
 // deadlineError returns err, made to wrap context.DeadlineExceeded too when
 // it is a network timeout at or after ctx's deadline (go-redis with
 // ContextTimeoutEnabled reports a deadline as an i/o timeout, and callers
-// test for context.DeadlineExceeded whichever way the deadline was met), or
-// a Cluster's TRYAGAIN until ctx ended.
+// test for context.DeadlineExceeded whichever way the deadline was met), a
+// Cluster's TRYAGAIN until ctx ended, or a wait for a connection of the
+// go-redis pool past its PoolTimeout: no answer in time, whose cause may be
+// this process's (see report), not a refusal of Redis's.
 func deadlineError(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 	}
 	if isTryAgain(err) && ctx.Err() != nil {
 		// A slot that moved for longer than the call's time: no answer.

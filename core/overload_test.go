@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/redlimit/redlimit/core"
 	"github.com/redlimit/redlimit/internal/testkit/redistest"
@@ -65,4 +67,30 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 		assert.Zero(t, waited)
 		assert.Equal(t, 18, overloaded, "the calls beyond the bound")
 	})
+}
+
+// A call that waited for a connection of the go-redis pool past its
+// PoolTimeout got no answer in time: it fails with a deadline, as a call
+// whose round trip got no answer does, not as a failing Redis, and it
+// starts no Outage (the pool is this process's: Redis answers the next
+// call at once).
+func TestAPoolTimeoutIsNoOutage(t *testing.T) {
+	s := redistest.Shared(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1, PoolTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := core.New(rdb)
+	require.NoError(t, err)
+	l := c.Limiter(uniqueName(t), core.WithRate(rate(core.Overall, 10, time.Minute)), core.WithCallTimeout(2*time.Second))
+
+	held := rdb.Conn() // the pool's one connection, taken
+	require.NoError(t, held.Ping(bg).Err())
+	_, err = l.TryAcquire(bg, 1)
+	require.ErrorIs(t, err, redis.ErrPoolTimeout)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "no answer in time")
+	assert.NotErrorIs(t, err, core.ErrUnavailable, "not a failing Redis")
+
+	require.NoError(t, held.Close())
+	r, err := l.TryAcquire(bg, 1)
+	require.NoError(t, err, "no Outage: Redis decides the next call")
+	assert.True(t, r.Allowed)
 }

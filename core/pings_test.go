@@ -3,6 +3,9 @@ package core_test
 import (
 	"context"
 	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,12 +63,67 @@ func TestPingTellsAStarvedProcessFromASilentRedis(t *testing.T) {
 	late := func(c net.Conn) net.Conn { return &lateConn{Conn: c} }
 	ctx := context.Background()
 
-	assert.True(t, core.Pings(ctx, dial(answering.Addr().String(), as)), "an answer")
+	assert.NoError(t, core.Pings(ctx, dial(answering.Addr().String(), as)), "an answer")
 	start := time.Now()
-	assert.False(t, core.Pings(ctx, dial(silent.Addr().String(), as)), "silence heard in time: Redis fails")
+	assert.ErrorContains(t, core.Pings(ctx, dial(silent.Addr().String(), as)), "no answer to a PING", "silence heard in time: Redis fails")
 	t.Logf("silence told in %v", time.Since(start))
-	assert.True(t, core.Pings(ctx, dial(silent.Addr().String(), late)), "silence heard late: this process cannot tell")
-	assert.True(t, core.Pings(ctx, dial(answering.Addr().String(), late)), "an answer read late still counts")
+	assert.NoError(t, core.Pings(ctx, dial(silent.Addr().String(), late)), "silence heard late: this process cannot tell")
+	assert.NoError(t, core.Pings(ctx, dial(answering.Addr().String(), late)), "an answer read late still counts")
+}
+
+// A dial that times out tells a Redis whose host is gone (its connections
+// never made) when this process runs the goroutines that the network
+// readies in time. In a process with so many runnable goroutines that they
+// run late, while those that timers wake run at once, a dial times out
+// although its connection was made, and tells nothing.
+func TestADialThatTimesOutCountsOnlyInAProcessThatRunsInTime(t *testing.T) {
+	// A dial that gives up after its own timeout (go-redis's DialTimeout,
+	// here shorter than the grace), as a timer wakes it.
+	var gaveUp time.Duration
+	timesOut := func(ctx context.Context) (net.Conn, error) {
+		start := time.Now()
+		<-time.After(200 * time.Millisecond)
+		gaveUp = time.Since(start)
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	}
+	ping := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), core.RoundTripGrace)
+		defer cancel()
+		return core.Pings(ctx, timesOut)
+	}
+	assert.ErrorIs(t, ping(), context.DeadlineExceeded, "a host gone: Redis fails")
+
+	stop := starve()
+	err := ping()
+	stop()
+	require.Less(t, gaveUp, core.RoundTripGrace, "the dial gave up in time, as a timer wakes it")
+	assert.NoError(t, err, "a process that runs its network's goroutines late cannot tell")
+}
+
+// starve keeps every P busy with goroutines that yield each millisecond, as
+// a process with thousands of runnable goroutines is: one that the network
+// poller readies waits behind hundreds of them (400 ms and more on this
+// machine), while one that a timer wakes runs next. It returns once each
+// has run, with a func that ends them.
+func starve() (stop func()) {
+	var done atomic.Bool
+	var wg, running sync.WaitGroup
+	n := 500 * runtime.GOMAXPROCS(0)
+	running.Add(n)
+	for range n {
+		wg.Go(func() {
+			running.Done()
+			for !done.Load() {
+				spins := 0
+				for t := time.Now(); time.Since(t) < time.Millisecond; {
+					spins++
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	running.Wait()
+	return func() { done.Store(true); wg.Wait() }
 }
 
 // lateConn is a connection whose reader wakes well past its read deadline,
