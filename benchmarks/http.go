@@ -181,8 +181,8 @@ func ululeNetHTTP(rdb *redis.Client, limit int64) (func(http.Handler) http.Handl
 // httprateNetHTTP is go-chi/httprate's middleware on httprate-redis's
 // counter, its fallback to a local counter off so that errors show.
 func httprateNetHTTP(rdb *redis.Client, limit int64) (func(http.Handler) http.Handler, error) {
-	return httprate.Limit(int(limit), window,
-		httprate.WithKeyFuncs(func(r *http.Request) (string, error) { return r.Header.Get(httpHeader), nil }),
+	return httprate.LimitBy(int(limit), window,
+		func(r *http.Request) (string, error) { return r.Header.Get(httpHeader), nil },
 		httprateredis.WithRedisLimitCounter(&httprateredis.Config{Client: rdb, FallbackDisabled: true}),
 		httprate.WithErrorHandler(failed)), nil
 }
