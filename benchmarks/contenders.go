@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"net/http"
 	"sync"
@@ -50,6 +51,7 @@ const (
 	libUlule              = "ulule/limiter"
 	libHTTPRate           = "httprate-redis"
 	libFloor              = "floor"
+	libGrantFloor         = "grant floor (Redisson layout)"
 )
 
 var (
@@ -64,6 +66,7 @@ var (
 	ululeLib             = library{name: libUlule, new: newUlule}
 	httprateLib          = library{name: libHTTPRate, new: newHTTPRate}
 	floorLib             = library{name: libFloor, new: newFloor}
+	grantFloorLib        = library{name: libGrantFloor, new: newGrantFloor}
 )
 
 // redlimitC is redlimit's core: a Limiter per call with the rate given in
@@ -224,3 +227,24 @@ func (f floorC) Decide(ctx context.Context, key string) (bool, error) {
 
 // Fill does nothing: the floor keeps no state.
 func (floorC) Fill(context.Context, string, int64) error { return nil }
+
+// grantFloorC is the grant floor: one EVALSHA of lua/grantfloor.lua on the
+// key, the four commands of a grant on Redisson's layout (see the script).
+// It allows everything.
+type grantFloorC struct{ rdb *redis.Client }
+
+//go:embed lua/grantfloor.lua
+var grantFloorSrc string
+
+var grantFloorScript = redis.NewScript(grantFloorSrc)
+
+func newGrantFloor(rdb *redis.Client, _ int64) (Contender, error) { return grantFloorC{rdb}, nil }
+
+func (f grantFloorC) Decide(ctx context.Context, key string) (bool, error) {
+	tag := "{" + key + "}"
+	err := grantFloorScript.Run(ctx, f.rdb, []string{tag, tag + ":value", tag + ":permits"}, logMember()).Err()
+	return err == nil, err
+}
+
+// Fill does nothing: the grant floor never denies.
+func (grantFloorC) Fill(context.Context, string, int64) error { return nil }

@@ -22,7 +22,7 @@ const interleavedKeys = 1_000
 // p99 over its decisions, and its mean time per decision; Redis's figures
 // are left out, as the libraries' commands are mixed.
 func (h *harness) runI(ctx context.Context) ([]row, error) {
-	libs := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, floorLib}
+	libs := []library{redlimitLib, redisRateLib, ululeLib, httprateLib, grantFloorLib, floorLib}
 	rdb, _ := h.client(defaultPoolSize())
 	defer rdb.Close()
 	if err := h.flush(ctx); err != nil {
@@ -130,12 +130,12 @@ func pairedRatio(rs []float64) string {
 }
 
 // interleavedTargets returns scenario i's figures: each library's p50 ÷
-// the floor's, and redlimit's ÷ the fastest peer's (the lowest p50), each
-// paired run by run.
-func (r *report) interleavedTargets() (toFloor, toPeer string) {
+// the floor's, and redlimit's and the grant floor's ÷ the fastest peer's
+// (the lowest p50), each paired run by run.
+func (r *report) interleavedTargets() (toFloor, toPeer, grantToPeer string) {
 	floor, ok := r.find("i", "", libFloor, 1)
 	if !ok {
-		return "not measured", "not measured"
+		return "not measured", "not measured", "not measured"
 	}
 	var parts []string
 	var fastest row
@@ -154,16 +154,22 @@ func (r *report) interleavedTargets() (toFloor, toPeer string) {
 		}
 	}
 	toFloor = orMissing(strings.Join(parts, "; ") + fmt.Sprintf("; the floor %s", microsDist(floor.dist(byP50))))
-	ours, ok := r.find("i", "", libRedlimit, 1)
+	toPeer = r.toFastest(libRedlimit, fastest)
+	grantToPeer = r.toFastest(libGrantFloor, fastest)
+	return toFloor, toPeer, grantToPeer
+}
+
+// toFastest returns lib's p50 ÷ the fastest peer's in scenario i, paired
+// run by run.
+func (r *report) toFastest(lib string, fastest row) string {
+	x, ok := r.find("i", "", lib, 1)
 	switch {
 	case !ok || fastest.Library == "":
-		toPeer = "not measured"
-	case erred(ours, fastest) != "":
-		toPeer = erred(ours, fastest)
-	default:
-		toPeer = fmt.Sprintf("%s (%s)", pairedRatio(paired(ours, fastest)), fastest.Library)
+		return "not measured"
+	case erred(x, fastest) != "":
+		return erred(x, fastest)
 	}
-	return toFloor, toPeer
+	return fmt.Sprintf("%s (%s)", pairedRatio(paired(x, fastest)), fastest.Library)
 }
 
 // interleavedTable writes scenario i.

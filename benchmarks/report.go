@@ -236,9 +236,10 @@ func (r *report) targets() [][]string {
 		}
 	}
 	add("One caller p50 (a, default pool): redlimit ÷ floor", fig)
-	toFloor, toPeer := r.interleavedTargets()
+	toFloor, toPeer, grantToPeer := r.interleavedTargets()
 	add("One caller, in turns decision by decision (i): p50 ÷ the floor's, run by run", toFloor)
 	add("One caller, in turns decision by decision (i): redlimit's p50 ÷ the fastest peer's, run by run", toPeer)
+	add("One caller, in turns decision by decision (i): the grant floor's p50 (Redisson's layout, four commands, no logic) ÷ the fastest peer's, run by run", grantToPeer)
 
 	for _, lib := range r.librariesOf("d") {
 		fig := missing
