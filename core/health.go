@@ -263,16 +263,17 @@ func (b *batcher) silence(start time.Time, l *Limiter) error {
 // new connection within roundTripGrace of sending it, or when this process
 // cannot tell; else why the server is taken for failing. A dial or a read
 // that timed out tells nothing when this process was starved: when this
-// goroutine woke well after its deadline, or, for a dial, when the network
-// poller's goroutines run late (see prompt): a dial whose connection was
-// made fails all the same when its goroutine runs after its context's
-// deadline. A server that does not read still has its connections
+// goroutine woke well after its deadline, or, for a dial, when the
+// goroutines that the network poller readies ran late while it dialed
+// (see lagWatch). A server that does not read still has its connections
 // accepted.
 func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) error {
-	asked := time.Now()
+	watch := watchLag()
 	conn, err := dial(ctx)
+	lag := watch.stop()
 	if err != nil {
-		if slowDial(err) && (time.Since(asked) > roundTripGrace+lateWake || !prompt()) {
+		dl, ok := ctx.Deadline()
+		if slowDial(err) && (lag > lateWake || ok && time.Since(dl) > lateWake) {
 			return nil
 		}
 		return fmt.Errorf("a dial for a PING: %w", err)
@@ -299,34 +300,80 @@ func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) er
 	again := time.Now().Add(lateWake)
 	_ = conn.SetReadDeadline(again)
 	n, err = conn.Read(buf[:])
-	// No reply: Redis's failure only if this goroutine woke in time, else
-	// this process was starved and cannot tell.
-	if n > 0 || !timedOut(err) || late || time.Since(again) > lateWake {
+	switch {
+	case n > 0:
 		return nil
+	case !timedOut(err):
+		return fmt.Errorf("a PING: %w", err)
+	case late || time.Since(again) > lateWake:
+		return nil // this goroutine woke late: this process was starved
 	}
 	return fmt.Errorf("no answer to a PING on a new connection within %v", roundTripGrace)
 }
 
-// prompt reports whether a goroutine of this process that the network
-// poller readies runs within lateWake: a datagram this process sends
-// itself is read in that time. In a process starved of CPU, such a
-// goroutine waits behind every runnable one, while one that a timer wakes
-// runs at once: a dial then times out although its connection was made.
-func prompt() bool {
+// A lagWatch measures how late this process runs the goroutines that its
+// network poller readies, while it runs: a timer sends a datagram to a
+// socket of its own every lagEvery, and a goroutine notes how long each
+// took to be read. In a process with more runnable goroutines than it can
+// run, such a goroutine waits behind them all, while one that a timer
+// wakes runs at once: a dial then times out at its context's deadline
+// although its connection was made long before.
+type lagWatch struct {
+	c     *net.UDPConn  // nil: no socket to tell by
+	sent  atomic.Int64  // unix nanos when the datagram not read yet was sent; 0: none
+	worst atomic.Int64  // the longest wait for a datagram, in ns
+	done  chan struct{} // closed when the reader ends
+}
+
+// lagEvery is how often a lagWatch sends itself a datagram.
+const lagEvery = 10 * time.Millisecond
+
+// watchLag starts a lagWatch.
+func watchLag() *lagWatch {
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		return true // no loopback to tell by: the dial's time alone does
+		return &lagWatch{}
 	}
-	defer c.Close()
-	start := time.Now()
-	send := time.AfterFunc(time.Millisecond, func() { _, _ = c.WriteTo([]byte{0}, c.LocalAddr()) })
-	defer send.Stop()
-	_ = c.SetReadDeadline(start.Add(lateWake))
+	w := &lagWatch{c: c, done: make(chan struct{})}
+	go w.read()
+	return w
+}
+
+// read reads the datagrams until the socket is closed. Each is sent once
+// the previous one was read, by a timer, so that the reader waits for it
+// in the network poller (one sent before it would be found there at once).
+func (w *lagWatch) read() {
+	defer close(w.done)
 	var b [1]byte
-	_, _, err = c.ReadFrom(b[:])
-	// Read in time, and not by a goroutine that ran late itself (it
-	// finds the datagram waiting).
-	return err == nil && time.Since(start) < lateWake
+	for {
+		send := time.AfterFunc(lagEvery, func() {
+			w.sent.Store(time.Now().UnixNano())
+			_, _ = w.c.WriteTo(nil, w.c.LocalAddr())
+		})
+		_, _, err := w.c.ReadFrom(b[:])
+		send.Stop()
+		if err != nil {
+			return
+		}
+		if sent := w.sent.Swap(0); sent != 0 {
+			w.worst.Store(max(w.worst.Load(), time.Now().UnixNano()-sent))
+		}
+	}
+}
+
+// stop ends the watch and returns the longest wait it saw, that of a
+// datagram still unread included; 0 when it could not watch.
+func (w *lagWatch) stop() time.Duration {
+	if w.c == nil {
+		return 0
+	}
+	lag := w.worst.Load()
+	if sent := w.sent.Load(); sent != 0 {
+		lag = max(lag, time.Now().UnixNano()-sent)
+	}
+	_ = w.c.Close()
+	<-w.done
+	return time.Duration(max(lag, w.worst.Load()))
 }
 
 // timedOut reports whether err is a network timeout.
@@ -381,14 +428,17 @@ var refusals = []string{"READONLY", "LOADING", "MASTERDOWN", "BUSY", "NOAUTH", "
 // it is a network timeout at or after ctx's deadline (go-redis with
 // ContextTimeoutEnabled reports a deadline as an i/o timeout, and callers
 // test for context.DeadlineExceeded whichever way the deadline was met), a
-// Cluster's TRYAGAIN until ctx ended, or a wait for a connection of the
-// go-redis pool past its PoolTimeout: no answer in time, whose cause may be
-// this process's (see report), not a refusal of Redis's.
+// Cluster's TRYAGAIN until ctx ended, or no connection of the go-redis
+// pool in time (past its PoolTimeout, or all MaxActiveConns busy): no
+// answer in time, whose cause may be this process's (see report), not a
+// refusal of Redis's. Such a call may have been sent all the same: go-redis
+// retries a command whose read failed, and the retry may find no
+// connection, so it is lost, not unsent.
 func deadlineError(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if errors.Is(err, redis.ErrPoolTimeout) {
+	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
 		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 	}
 	if isTryAgain(err) && ctx.Err() != nil {

@@ -70,7 +70,8 @@ func TestOverloadIsNotARedisFailure(t *testing.T) {
 }
 
 // A call that waited for a connection of the go-redis pool past its
-// PoolTimeout got no answer in time: it fails with a deadline, as a call
+// PoolTimeout (go-redis retries such a wait, and gives up after its
+// retries) got no answer in time: it fails with a deadline, as a call
 // whose round trip got no answer does, not as a failing Redis, and it
 // starts no Outage (the pool is this process's: Redis answers the next
 // call at once).
