@@ -87,7 +87,7 @@ func (c *Client) send(ctx context.Context, calls []*call) error {
 	}
 	ctx, end := c.hook(ctx, callers(calls))
 	err := c.trip(ctx, calls)
-	end(err)
+	end(unavailable(err))
 	return err
 }
 
@@ -107,7 +107,9 @@ func callers(calls []*call) []context.Context {
 // calls go as one pipeline, and a script the server does not have is sent
 // again whole. It returns the round trip's failure, if it failed as a
 // whole: a network error or timeout, or a refusal of Redis's own (see
-// refusal); a script's error reply is no failure of the round trip.
+// refusal), as go-redis reported it (the calls' errors wrap it in
+// ErrUnavailable, and so does the Outage it may start, once); a script's
+// error reply is no failure of the round trip.
 func (c *Client) trip(ctx context.Context, calls []*call) error {
 	pays := c.owed.payments(calls)
 	if len(calls) == 1 && len(pays) == 0 {
@@ -121,8 +123,8 @@ func (c *Client) trip(ctx context.Context, calls []*call) error {
 			_ = c.rdb.Process(ctx, sc.cmd)
 		}
 		c.tryAgain(ctx, []*scriptCall{sc})
-		err := unavailable(c.failed(deadlineError(ctx, sc.cmd.Err())))
-		sc.finish(err)
+		err := c.failed(deadlineError(ctx, sc.cmd.Err()))
+		sc.finish(unavailable(err))
 		if calls[0].debts != nil {
 			c.owed.paid(calls) // the Client's writer's
 		}
@@ -155,11 +157,11 @@ func (c *Client) trip(ctx context.Context, calls []*call) error {
 	c.tryAgain(ctx, scs)
 	var failed error
 	for _, sc := range scs {
-		err := unavailable(deadlineError(ctx, sc.cmd.Err()))
+		err := deadlineError(ctx, sc.cmd.Err())
 		if failed == nil {
 			failed = roundTripFailure(err)
 		}
-		sc.finish(err)
+		sc.finish(unavailable(err))
 	}
 	c.owed.paid(pays)
 	c.owed.paid(calls) // those of the Client's writer

@@ -238,6 +238,7 @@ func TestAFullRedisIsUnavailable(t *testing.T) {
 	_, err = c.Limiter(uniqueName(t), core.WithRate(core.PerMinute(10))).TryAcquire(bg, 1)
 	assert.ErrorIs(t, err, core.ErrUnavailable)
 	assert.True(t, strings.Contains(err.Error(), "OOM"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), core.ErrUnavailable.Error()), "it says so once: %v", err)
 	assert.False(t, errors.Is(err, core.ErrInvalidConfig))
 }
 
