@@ -108,8 +108,8 @@ func callers(calls []*call) []context.Context {
 // again whole. It returns the round trip's failure, if it failed as a
 // whole: a network error or timeout, or a refusal of Redis's own (see
 // refusal), as go-redis reported it (the calls' errors wrap it in
-// ErrUnavailable, and so does the Outage it may start, once); a script's
-// error reply is no failure of the round trip.
+// ErrUnavailable, but for a timeout, and so does the Outage it may start,
+// once); a script's error reply is no failure of the round trip.
 func (c *Client) trip(ctx context.Context, calls []*call) error {
 	pays := c.owed.payments(calls)
 	if len(calls) == 1 && len(pays) == 0 {

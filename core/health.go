@@ -313,19 +313,20 @@ func pings(ctx context.Context, dial func(context.Context) (net.Conn, error)) er
 
 // A lagWatch measures how late this process runs the goroutines that its
 // network poller readies, while it runs: a timer sends a datagram to a
-// socket of its own every lagEvery, and a goroutine notes how long each
-// took to be read. In a process with more runnable goroutines than it can
-// run, such a goroutine waits behind them all, while one that a timer
-// wakes runs at once: a dial then times out at its context's deadline
-// although its connection was made long before.
+// socket of its own lagEvery after the previous one was read, and a
+// goroutine notes how long each took to be read. In a process with more
+// runnable goroutines than it can run, such a goroutine waits behind them
+// all, while one that a timer wakes runs at once: a dial then times out at
+// its context's deadline although its connection was made, or was never
+// tried, its goroutine not run in time.
 type lagWatch struct {
-	c     *net.UDPConn  // nil: no socket to tell by
-	sent  atomic.Int64  // unix nanos when the datagram not read yet was sent; 0: none
-	worst atomic.Int64  // the longest wait for a datagram, in ns
-	done  chan struct{} // closed when the reader ends
+	c       *net.UDPConn // nil: no socket to tell by
+	sent    atomic.Int64 // unix nanos when the datagram not read yet was sent; 0: none
+	worst   atomic.Int64 // the longest wait for a datagram, in ns
+	stopped atomic.Bool
 }
 
-// lagEvery is how often a lagWatch sends itself a datagram.
+// lagEvery is how long after reading a datagram a lagWatch sends the next.
 const lagEvery = 10 * time.Millisecond
 
 // watchLag starts a lagWatch.
@@ -334,18 +335,19 @@ func watchLag() *lagWatch {
 	if err != nil {
 		return &lagWatch{}
 	}
-	w := &lagWatch{c: c, done: make(chan struct{})}
+	w := &lagWatch{c: c}
 	go w.read()
 	return w
 }
 
-// read reads the datagrams until the socket is closed. Each is sent once
-// the previous one was read, by a timer, so that the reader waits for it
-// in the network poller (one sent before it would be found there at once).
+// read reads the datagrams until the watch stops, then closes the socket.
+// Each is sent by a timer once the previous one was read, so that the
+// reader waits for it in the network poller (one sent before it would be
+// found there at once).
 func (w *lagWatch) read() {
-	defer close(w.done)
+	defer w.c.Close()
 	var b [1]byte
-	for {
+	for !w.stopped.Load() {
 		send := time.AfterFunc(lagEvery, func() {
 			w.sent.Store(time.Now().UnixNano())
 			_, _ = w.c.WriteTo(nil, w.c.LocalAddr())
@@ -361,8 +363,9 @@ func (w *lagWatch) read() {
 	}
 }
 
-// stop ends the watch and returns the longest wait it saw, that of a
-// datagram still unread included; 0 when it could not watch.
+// stop ends the watch, without waiting for its reader, which may run late,
+// and returns the longest wait it saw, that of a datagram still unread
+// included; 0 when it could not watch.
 func (w *lagWatch) stop() time.Duration {
 	if w.c == nil {
 		return 0
@@ -371,9 +374,9 @@ func (w *lagWatch) stop() time.Duration {
 	if sent := w.sent.Load(); sent != 0 {
 		lag = max(lag, time.Now().UnixNano()-sent)
 	}
-	_ = w.c.Close()
-	<-w.done
-	return time.Duration(max(lag, w.worst.Load()))
+	w.stopped.Store(true)
+	_ = w.c.SetReadDeadline(time.Now()) // wakes the reader, which closes the socket
+	return time.Duration(lag)
 }
 
 // timedOut reports whether err is a network timeout.
@@ -462,7 +465,7 @@ func deadlineError(ctx context.Context, err error) error {
 // to that long after their replica took over. It returns err.
 func (c *Client) failed(err error) error {
 	if c.reload != nil && err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrOverloaded) &&
-		!errors.Is(err, ErrUnavailable) { // failed at once, without a round trip
+		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, ErrUnavailable) { // failed at once, without a round trip
 		var reply redis.Error
 		if !errors.As(err, &reply) {
 			c.reload(context.Background())

@@ -88,7 +88,15 @@ func TestADialThatTimesOutCountsOnlyInAProcessThatRunsInTime(t *testing.T) {
 		defer cancel()
 		return core.Pings(ctx, dial)
 	}
-	assert.ErrorIs(t, ping(core.RoundTripGrace, timesOut), context.DeadlineExceeded, "a host gone: Redis fails")
+	// Heard in time, on a machine whose other processes may hold both
+	// cores for a while: in one of ten tries.
+	var err error
+	for range 10 {
+		if err = ping(core.RoundTripGrace, timesOut); err != nil {
+			break
+		}
+	}
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "a host gone: Redis fails")
 
 	// A server that accepts at once, and answers PING.
 	answering, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,6 +124,8 @@ func TestADialThatTimesOutCountsOnlyInAProcessThatRunsInTime(t *testing.T) {
 		return c, err
 	}
 
+	// As starved on a machine of any size as on one of two cores.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	stop := starve()
 	errTimer := ping(core.RoundTripGrace, timesOut)
 	errMade := ping(100*time.Millisecond, dials)
@@ -123,7 +133,9 @@ func TestADialThatTimesOutCountsOnlyInAProcessThatRunsInTime(t *testing.T) {
 	assert.NoError(t, errTimer, "a dial that timed out while this process ran its network's goroutines late tells nothing")
 	// The connection was made at once, and its dial, run late, timed out
 	// all the same.
-	require.ErrorIs(t, dialErr, context.DeadlineExceeded, "the starved dial timed out")
+	var ne net.Error
+	require.ErrorAs(t, dialErr, &ne, "the starved dial failed")
+	require.True(t, ne.Timeout(), "the starved dial timed out: %v", dialErr)
 	assert.NoError(t, errMade, "a dial that timed out although its connection was made tells nothing")
 }
 
