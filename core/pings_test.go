@@ -32,24 +32,7 @@ func TestPingTellsAStarvedProcessFromASilentRedis(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 		}
 	}()
-	answering, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = answering.Close() })
-	go func() {
-		for {
-			c, err := answering.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var buf [64]byte
-				if _, err := c.Read(buf[:]); err == nil {
-					_, _ = c.Write([]byte("+PONG\r\n"))
-				}
-			}()
-		}
-	}()
+	answering := answeringPings(t)
 	dial := func(addr string, wrap func(net.Conn) net.Conn) func(context.Context) (net.Conn, error) {
 		return func(ctx context.Context) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
@@ -63,12 +46,12 @@ func TestPingTellsAStarvedProcessFromASilentRedis(t *testing.T) {
 	late := func(c net.Conn) net.Conn { return &lateConn{Conn: c} }
 	ctx := context.Background()
 
-	assert.NoError(t, core.Pings(ctx, dial(answering.Addr().String(), as)), "an answer")
+	assert.NoError(t, core.Pings(ctx, dial(answering, as)), "an answer")
 	start := time.Now()
 	assert.ErrorContains(t, core.Pings(ctx, dial(silent.Addr().String(), as)), "no answer to a PING", "silence heard in time: Redis fails")
 	t.Logf("silence told in %v", time.Since(start))
 	assert.NoError(t, core.Pings(ctx, dial(silent.Addr().String(), late)), "silence heard late: this process cannot tell")
-	assert.NoError(t, core.Pings(ctx, dial(answering.Addr().String(), late)), "an answer read late still counts")
+	assert.NoError(t, core.Pings(ctx, dial(answering, late)), "an answer read late still counts")
 }
 
 // A dial that times out tells a Redis whose host is gone (its connections
@@ -98,28 +81,10 @@ func TestADialThatTimesOutCountsOnlyInAProcessThatRunsInTime(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "a host gone: Redis fails")
 
-	// A server that accepts at once, and answers PING.
-	answering, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = answering.Close() })
-	go func() {
-		for {
-			c, err := answering.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var buf [64]byte
-				if _, err := c.Read(buf[:]); err == nil {
-					_, _ = c.Write([]byte("+PONG\r\n"))
-				}
-			}()
-		}
-	}()
+	answering := answeringPings(t) // accepts at once
 	var dialErr error
 	dials := func(ctx context.Context) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", answering.Addr().String())
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", answering)
 		dialErr = err
 		return c, err
 	}
@@ -137,6 +102,30 @@ func TestADialThatTimesOutCountsOnlyInAProcessThatRunsInTime(t *testing.T) {
 	require.ErrorAs(t, dialErr, &ne, "the starved dial failed")
 	require.True(t, ne.Timeout(), "the starved dial timed out: %v", dialErr)
 	assert.NoError(t, errMade, "a dial that timed out although its connection was made tells nothing")
+}
+
+// answeringPings starts a server that answers a PING on each connection,
+// and returns its address.
+func answeringPings(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var buf [64]byte
+				if _, err := c.Read(buf[:]); err == nil {
+					_, _ = c.Write([]byte("+PONG\r\n"))
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
 }
 
 // starve keeps every P busy with goroutines that yield each millisecond, as
