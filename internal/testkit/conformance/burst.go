@@ -172,11 +172,7 @@ func RunBurst(t *testing.T, build func(ps []*policy.Policy, onError func(remoteA
 			}
 			t.Logf("the longest silence of Redis to another process's PINGs: %v (0: none of 100 ms)", longest.Round(time.Millisecond))
 			for _, at := range obs.Starts() {
-				excused := false
-				for _, s := range silences {
-					excused = excused || s.To.Sub(s.From) >= burstSilence && !at.Before(s.From) && at.Before(s.To.Add(burstOutageLag))
-				}
-				if excused {
+				if excused(at, silences) {
 					t.Logf("the fallback started at %v, in or just after a silence of Redis", at.Format(time.TimeOnly+".000"))
 				} else {
 					t.Errorf("a busy process is not a dead Redis: the fallback started at %v, while Redis answered another process (silences: %v)",
@@ -482,4 +478,16 @@ func (r *refundLog) before(g *grantLog, ip string) int {
 		}
 	}
 	return n
+}
+
+// excused reports whether a start of the fallback at at came during a
+// silence of Redis of burstSilence or more, or within burstOutageLag
+// after one ended: the only starts the burst lets pass.
+func excused(at time.Time, silences []redistest.Silence) bool {
+	for _, s := range silences {
+		if s.To.Sub(s.From) >= burstSilence && !at.Before(s.From) && at.Before(s.To.Add(burstOutageLag)) {
+			return true
+		}
+	}
+	return false
 }
