@@ -103,6 +103,48 @@ func TestDenialWorkDoesNotGrowWithTheLog(t *testing.T) {
 	}
 }
 
+// A call gives back at most 1 000 grants that left the window, the rest
+// on later calls, so that its work does not grow with the log; a denial
+// meanwhile says to retry in 1 ms, as the permits may be back at once.
+func TestACallGivesBackAtMostAThousandGrants(t *testing.T) {
+	rdb := redistest.Own(t)
+	c, err := core.New(rdb, core.WithDenialCache(0))
+	require.NoError(t, err)
+	r := core.PerMinute(2_500)
+	l := c.Limiter(uniqueName(t), core.WithRate(r))
+	_, err = l.TryAcquire(bg, 1) // creates the config
+	require.NoError(t, err)
+	now, err := rdb.Time(bg).Result()
+	require.NoError(t, err)
+	// 2 500 grants of a permit each, all out of the window: the counter is 0.
+	keys := core.Keys(l)
+	zs := make([]redis.Z, 2_500)
+	for i := range zs {
+		zs[i] = redis.Z{Score: float64(now.Add(-r.Interval).UnixMilli() - 1_000 - int64(i)), Member: core.Member(1)}
+	}
+	require.NoError(t, rdb.Del(bg, keys[3]).Err())
+	require.NoError(t, rdb.ZAdd(bg, keys[3], zs...).Err())
+	require.NoError(t, rdb.PExpire(bg, keys[3], 2*r.Interval).Err())
+	require.NoError(t, rdb.Set(bg, keys[1], 0, 2*r.Interval).Err())
+
+	res, err := l.TryAcquire(bg, 1_500)
+	require.NoError(t, err)
+	assert.False(t, res.Allowed, "1 000 given back, 1 500 asked")
+	assert.Equal(t, time.Millisecond, res.RetryAfter, "the rest may be back at once")
+	assert.EqualValues(t, 1_500, rdb.ZCard(bg, keys[3]).Val(), "1 000 grants dropped")
+	assert.Equal(t, "1000", rdb.Get(bg, keys[1]).Val(), "and given back")
+
+	res, err = l.TryAcquire(bg, 1_500)
+	require.NoError(t, err)
+	assert.True(t, res.Allowed, "1 000 more given back")
+	assert.EqualValues(t, 500, res.Remaining)
+	assert.EqualValues(t, 501, rdb.ZCard(bg, keys[3]).Val(), "500 left to give back, and the grant")
+
+	n, err := l.AvailablePermits(bg)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1_000, n, "the last 500 counted as back")
+}
+
 // A key of another type under one limiter's name fails that limiter's
 // callers alone: the limiters decided in the same script call are decided,
 // and nothing is written for the poisoned one.
