@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,6 +39,40 @@ func TestAGrantIsFiveCommands(t *testing.T) {
 	delete(calls, "config|resetstat")
 	const n = 4 * 50
 	assert.Equal(t, map[string]int64{"evalsha": n, "time": n, "hmget": n, "decrby": n, "zadd": n}, calls)
+}
+
+// A grant after one left the window, as on a steady trickle, runs eight:
+// EVALSHA, TIME, HMGET, ZRANGE (the oldest grants, with their times),
+// INCRBY (the permits back and the grant's, in one), ZADD,
+// ZREMRANGEBYRANK (the grant that left) and HSET (the upkeep times). The
+// keys are written here, so that no clock decides which path runs.
+func TestAGrantAfterOneLeftIsEightCommands(t *testing.T) {
+	rdb := redistest.Own(t)
+	c, err := core.New(rdb)
+	require.NoError(t, err)
+	r := core.Rate{Permits: 1_000, Interval: time.Minute, KeepAlive: time.Hour} // no TTL due
+	l := c.Limiter(uniqueName(t), core.WithRate(r))
+	first, err := l.TryAcquire(bg, 1)
+	require.NoError(t, err)
+	require.True(t, first.Allowed)
+	// A grant of a permit older than the window, counted, and the config's
+	// time for the oldest grant to leave (exitAt) past.
+	keys := core.Keys(l)
+	old := core.DecisionTime(first).Add(-r.Interval - time.Second).UnixMilli()
+	require.NoError(t, rdb.ZAdd(bg, keys[3], redis.Z{Score: float64(old), Member: core.Member(1)}).Err())
+	require.NoError(t, rdb.DecrBy(bg, keys[1], 1).Err())
+	require.NoError(t, rdb.HSet(bg, keys[0], "exitAt", old+r.Interval.Milliseconds()).Err())
+
+	require.NoError(t, rdb.ConfigResetStat(bg).Err())
+	res, err := l.TryAcquire(bg, 1)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	assert.EqualValues(t, 998, res.Remaining, "the first grant and this one out, the old one back")
+	calls := commandCalls(t, rdb)
+	delete(calls, "config|resetstat")
+	assert.Equal(t, map[string]int64{"evalsha": 1, "time": 1, "hmget": 1, "zrange": 1, "incrby": 1, "zadd": 1,
+		"zremrangebyrank": 1, "hset": 1}, calls)
+	assert.EqualValues(t, 2, rdb.ZCard(bg, keys[3]).Val(), "the old grant dropped")
 }
 
 // A grant that left the window is given back by the next acquire, exactly:
