@@ -337,10 +337,12 @@ func (d *Decision) decided(waited bool) {
 // acquire takes cost permits from l, within maxWait (0: no wait), into r,
 // and reports whether it asked more than once. A call this process was too
 // busy for (not sent, or answered too late: busy) is asked again in wait
-// mode, within the wait, after overloadRetry and then twice as long each
-// time, up to a second, so that a process too busy for its calls does not
-// add more; a late grant of such a call is given back (core.Limiter.Refund
-// waits until its script, should it run late, has run).
+// mode, after overloadRetry and then twice as long each time, up to a
+// second, so that a process too busy for its calls does not add more; the
+// last time at the end of the wait, so that the request is answered within
+// the wait and one decision. A late grant of such a call is given back
+// (core.Limiter.Refund waits until its script, should it run late, has
+// run).
 func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWait time.Duration, r *core.Result) (bool, error) {
 	var start time.Time // read only by a call that waits or asks again
 	if maxWait > 0 || p.waits != nil {
@@ -353,14 +355,18 @@ func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWa
 		} else {
 			*r, err = l.TryAcquire(ctx, cost)
 		}
-		if !busy(err) || p.waits == nil || time.Since(start)+overloadRetry >= p.waits.maxWait {
+		if !busy(err) || p.waits == nil {
+			return tries > 0, err
+		}
+		if p.waits.maxWait-time.Since(start) < overloadRetry {
 			return tries > 0, err
 		}
 		if lost(err) {
 			_, _ = l.Refund(ctx, r.Grant)
 		}
+		left := p.waits.maxWait - time.Since(start)
 		select {
-		case <-time.After(min(overloadRetry<<min(tries, 7), time.Second)):
+		case <-time.After(min(overloadRetry<<min(tries, 7), time.Second, left)):
 		case <-ctx.Done():
 			return tries > 0, err
 		}
