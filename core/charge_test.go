@@ -61,6 +61,38 @@ func TestChargeCountsGrantsAtTheirTimes(t *testing.T) {
 	})
 }
 
+// A grant made without Redis whose acquire's script ran late, after it
+// (Redis stopped and resumed while the call waited), is in the log at the
+// script's time: its charge moves it back to its own time, so that it
+// counts once, when it was made, and not as if made later. A grant whose
+// script ran before its time stays where it is.
+func TestAChargeMovesALateScriptsGrantToItsTime(t *testing.T) {
+	runReal(t, func(t *testing.T, e *env) {
+		c := e.client(t, core.WithDenialCache(0))
+		r := rate(core.Overall, 10, 10*time.Second)
+		l := c.Limiter(e.name, core.WithRate(r))
+		require.True(t, tryAcquire(t, l, 1))
+		keys := core.Keys(l)
+		now, err := e.rdb.Time(bg).Result()
+		require.NoError(t, err)
+		made, early := core.GrantAt(1, time.Now().Add(-3*time.Second)), core.GrantAt(1, time.Now().Add(time.Second))
+		for _, g := range []core.Grant{made, early} { // their scripts, run now
+			require.NoError(t, e.rdb.ZAdd(bg, keys[3], redis.Z{Score: float64(now.UnixMilli()), Member: core.MemberOf(g)}).Err())
+			require.NoError(t, e.rdb.DecrBy(bg, keys[1], 1).Err())
+		}
+		l.Charge(made, early)
+		assert.EqualValues(t, 7, available(t, l), "each counted once")
+		score := func(g core.Grant) time.Time {
+			s, err := e.rdb.ZScore(bg, keys[3], core.MemberOf(g)).Result()
+			require.NoError(t, err)
+			return time.UnixMilli(int64(s))
+		}
+		assert.WithinDuration(t, now.Add(-3*time.Second), score(made), 500*time.Millisecond, "moved back to its time")
+		assert.Equal(t, now.UnixMilli(), score(early).UnixMilli(), "left where its script put it")
+		assert.Empty(t, keysWithoutTTL(t, e, l), "every key keeps a TTL")
+	})
+}
+
 // A grant that Redis did not decide is written at its Time, the time its
 // acquire was made by Redis's clock as the Client measured it then: a
 // caller that grants it by other means decides at that time, so a new

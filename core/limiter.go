@@ -504,8 +504,8 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 // its round trip, or, for a limiter with no call, from a goroutine of the
 // Client's within moments (while Redis fails, once a second, as its
 // probe). A grant already in the log (the script of its acquire ran after
-// all) and a grant whose window has passed change nothing, so each counts
-// once. A Client keeps at most 100 000 such changes, the oldest going
+// all) counts once, at its own time if the script ran later; a grant whose
+// window has passed changes nothing. A Client keeps at most 100 000 such changes, the oldest going
 // first. A Redisson client sharing the limiter sees a debt as a negative
 // number of available permits: it is denied until the debt is paid.
 //

@@ -11,7 +11,8 @@
 -- '' to write it, or '' and the member it replaces to settle that one.
 -- A grant is written unless it left the window or its member is in the log
 -- already (the script of the acquire it stands for ran after all, or this
--- is a resend). A settle replaces a grant still in the window, keeping its
+-- is a resend); a member in the log at a later time (that script ran late,
+-- after the grant was made without it) moves back to the grant's time. A settle replaces a grant still in the window, keeping its
 -- time; a member of 0 permits takes it out; a grant settled before, or gone,
 -- changes nothing, so a settle is made once. Reply: {OK, grants changed}.
 
@@ -36,7 +37,7 @@ local v, rewrite, _, released = load_state(vkey, pkey, cfg[1], cutoff, rebuild)
 if not v then
   return { L.INVALID_CONFIG }
 end
-local changed, delta, written, taken = 0, 0, false, false
+local changed, delta, written, taken, moved = 0, 0, false, false, false
 for i = 5, #ARGV, 3 do
   local member, at, old = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if old ~= '' then
@@ -54,11 +55,15 @@ for i = 5, #ARGV, 3 do
     end
   else
     local t = math.min(tonumber(at), now)
-    if t > cutoff and not redis.call('ZSCORE', pkey, member) then
+    local score = tonumber(redis.call('ZSCORE', pkey, member))
+    if t > cutoff and not score then
       redis.call('ZADD', pkey, t, member)
       delta = delta - permits_of(member)
       changed = changed + 1
       written = true
+    elseif score and t < score then
+      redis.call('ZADD', pkey, t, member) -- counted once, at its own time
+      moved = true
     end
   end
 end
@@ -67,7 +72,7 @@ if changed > 0 or rewrite or released > 0 then
 end
 if taken and not written then
   L.emptied(0, pkey)
-elseif written then
+elseif written or moved then
   -- A grant older than the log's oldest moves acquire.lua's exitAt: taken
   -- again on the next acquire.
   redis.call('HDEL', KEYS[1], 'exitAt')
