@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -54,7 +55,7 @@ func main() {
 		}
 		defer stop()
 		redisURL = "redis://" + addr
-		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share limits between processes")
+		log.Print(embedded.Notice)
 	}
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -93,6 +94,10 @@ func main() {
 
 	app := newApp(client, instances)
 	addr := cmp.Or(os.Getenv("ADDR"), "127.0.0.1:8080")
+	ln, err := net.Listen("tcp", addr) // bound before the banner says so
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf(`fiber example listening on http://%[1]s
   GET  /        10 requests per 10 s per client IP
   POST /login   also 1 per 2 s per IP; waits up to 3 s for a permit
@@ -101,7 +106,7 @@ func main() {
   GET  /health  not limited
 Try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\n' http://%[1]s/; done
 `, addr)
-	log.Fatal(app.Listen(addr))
+	log.Fatal(app.Listener(ln))
 }
 
 // newApp returns the API, limited by policies on client that instances

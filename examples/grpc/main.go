@@ -63,7 +63,7 @@ func main() {
 		}
 		defer stop()
 		redisURL = "redis://" + addr
-		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share limits between processes")
+		log.Print(embedded.Notice)
 	}
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -48,7 +49,7 @@ func main() {
 		}
 		defer stop()
 		redisURL = "redis://" + addr
-		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share limits between processes")
+		log.Print(embedded.Notice)
 	}
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -93,6 +94,10 @@ func main() {
 	}
 
 	srv := newServer(cmp.Or(os.Getenv("ADDR"), "127.0.0.1:8080"), h)
+	ln, err := net.Listen("tcp", srv.Addr) // bound before the banner says so
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf(`observability example listening on http://%[1]s
   GET  /         10 requests per 10 s per client IP
   POST /login    also 3 per minute per IP
@@ -101,7 +106,7 @@ func main() {
 Try: for i in $(seq 12); do curl -s -o /dev/null -w '%%{http_code}\n' http://%[1]s/; done
      curl -s http://%[1]s/metrics | grep '^redlimit_'
 `, srv.Addr)
-	log.Fatal(srv.ListenAndServe())
+	log.Fatal(srv.Serve(ln))
 }
 
 // newHandler returns the example's handler: the API, limited by policies on

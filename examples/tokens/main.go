@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -49,7 +50,7 @@ func main() {
 		}
 		defer stop()
 		redisURL = "redis://" + addr
-		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share limits between processes")
+		log.Print(embedded.Notice)
 	}
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
@@ -87,8 +88,12 @@ func main() {
 	}
 
 	srv := newServer(cmp.Or(os.Getenv("ADDR"), "127.0.0.1:8080"), newHandler(client, instances))
+	ln, err := net.Listen("tcp", srv.Addr) // bound before the banner says so
+	if err != nil {
+		log.Fatal(err)
+	}
 	log.Printf("tokens example listening on http://%s: %d tokens a minute per user (X-User)", srv.Addr, budget.Permits)
-	log.Fatal(srv.ListenAndServe())
+	log.Fatal(srv.Serve(ln))
 }
 
 // completion is the request body: the prompt, the most tokens the client

@@ -48,7 +48,7 @@ func main() {
 		}
 		defer stop()
 		redisURL = "redis://" + addr
-		log.Print("REDIS_URL is unset: using an embedded Redis (miniredis); set REDIS_URL=redis://host:6379 to share the budget between processes")
+		log.Print(embedded.Notice)
 	}
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
