@@ -18,7 +18,7 @@ Commands:
   check                    whether Redis can decide: exit status 0 if so, 1 (and why) if not
   ls                       the keys of the policy with state in Redis
   peek KEY                 what KEY's next request would get now, taking nothing
-  reset KEY                forget KEY's state in Redis: its next request gets the whole limit
+  reset KEY                forget KEY's state in Redis: every process serves it again within a second
   override get KEY         KEY's own limit, if it has one
   override set KEY LIMIT   give KEY the limit LIMIT, per the policy's own interval
   override rm KEY          remove KEY's own limit: it has the policy's again
