@@ -55,15 +55,17 @@ for i = 5, #ARGV, 3 do
     end
   else
     local t = math.min(tonumber(at), now)
-    local score = tonumber(redis.call('ZSCORE', pkey, member))
-    if t > cutoff and not score then
-      redis.call('ZADD', pkey, t, member)
-      delta = delta - permits_of(member)
-      changed = changed + 1
-      written = true
-    elseif score and t < score then
-      redis.call('ZADD', pkey, t, member) -- counted once, at its own time
-      moved = true
+    if t > cutoff then
+      local score = tonumber(redis.call('ZSCORE', pkey, member))
+      if not score then
+        redis.call('ZADD', pkey, t, member)
+        delta = delta - permits_of(member)
+        changed = changed + 1
+        written = true
+      elseif t < score then
+        redis.call('ZADD', pkey, t, member) -- counted once, at its own time
+        moved = true
+      end
     end
   end
 end
