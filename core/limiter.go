@@ -505,9 +505,10 @@ func (l *Limiter) Refund(ctx context.Context, grant Grant) (bool, error) {
 // Client's within moments (while Redis fails, once a second, as its
 // probe). A grant already in the log (the script of its acquire ran after
 // all) counts once, at its own time if the script ran later; a grant whose
-// window has passed changes nothing. A Client keeps at most 100 000 such changes, the oldest going
-// first. A Redisson client sharing the limiter sees a debt as a negative
-// number of available permits: it is denied until the debt is paid.
+// window has passed changes nothing. A Client keeps at most 100 000 such
+// changes, the oldest going first. A Redisson client sharing the limiter
+// sees a debt as a negative number of available permits: it is denied
+// until the debt is paid.
 //
 // On a quota (WithQuota), a grant counts in the period of its time, by
 // Redis's clock, if that period is still current when the Client writes

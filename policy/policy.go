@@ -355,10 +355,7 @@ func (p *Policy) acquire(ctx context.Context, l *core.Limiter, cost int64, maxWa
 		} else {
 			*r, err = l.TryAcquire(ctx, cost)
 		}
-		if !busy(err) || p.waits == nil {
-			return tries > 0, err
-		}
-		if p.waits.maxWait-time.Since(start) < overloadRetry {
+		if !busy(err) || p.waits == nil || time.Since(start)+overloadRetry >= p.waits.maxWait {
 			return tries > 0, err
 		}
 		if lost(err) {

@@ -12,9 +12,10 @@
 -- A grant is written unless it left the window or its member is in the log
 -- already (the script of the acquire it stands for ran after all, or this
 -- is a resend); a member in the log at a later time (that script ran late,
--- after the grant was made without it) moves back to the grant's time. A settle replaces a grant still in the window, keeping its
--- time; a member of 0 permits takes it out; a grant settled before, or gone,
--- changes nothing, so a settle is made once. Reply: {OK, grants changed}.
+-- after the grant was made without it) moves back to the grant's time. A
+-- settle replaces a grant still in the window, keeping its time; a member
+-- of 0 permits takes it out; a grant settled before, or gone, changes
+-- nothing, so a settle is made once. Reply: {OK, grants changed}.
 
 local L = lib()
 local cfg, status = L.read_config(0)
